@@ -1,0 +1,284 @@
+//! The agent's view of the runtime: its mbox, subscriptions, states and coop.
+
+use std::any::TypeId;
+use std::sync::Weak;
+
+use super::subscription::{Handler, Subscriptions};
+use super::{
+    Agent, AgentCell, AgentExec, AgentId, AgentRef, State, StateError, SubscriptionBuilder,
+};
+use crate::coop::{CoopHandle, DeregReason};
+use crate::environment::Environment;
+use crate::mbox::{DeliveryFilter, Mbox, Repr, SubscribeError};
+use crate::message::MessageType;
+use crate::small_map::SmallMap;
+
+/// Current state, history and pending switches of one agent.
+pub(crate) struct States {
+    pub(crate) default: State,
+    pub(crate) current: State,
+    /// Per composite state with history: the child (shallow) or leaf (deep) last active.
+    history: SmallMap<u64, State>,
+    /// Per state: slots of its `on_enter` and `on_exit` hooks.
+    pub(crate) hooks: SmallMap<u64, (Option<usize>, Option<usize>)>,
+    pub(crate) pending: Vec<State>,
+    pub(crate) in_hook: bool,
+}
+
+impl States {
+    fn new() -> Self {
+        let default = State::new("<default>");
+        States {
+            current: default.clone(),
+            default,
+            history: SmallMap::default(),
+            hooks: SmallMap::default(),
+            pending: Vec::new(),
+            in_hook: false,
+        }
+    }
+
+    /// The leaf state entered when `target` is entered.
+    pub(crate) fn resolve(&self, target: &State) -> Result<State, StateError> {
+        let mut s = target.clone();
+        while s.has_substates() {
+            let remembered = self.history.get(&s.id()).cloned();
+            s = match (s.history(), remembered) {
+                (super::History::Deep, Some(leaf)) => return Ok(leaf),
+                (super::History::Shallow, Some(child)) => child,
+                _ => s.initial().ok_or_else(|| StateError::NoInitialSubstate {
+                    name: s.name().to_owned(),
+                })?,
+            };
+        }
+        Ok(s)
+    }
+
+    /// Remembers, for every ancestor with history on the new path, what it must return to.
+    pub(crate) fn record_history(&mut self, path: &[State]) {
+        let Some(leaf) = path.last() else { return };
+        for (i, p) in path.iter().enumerate().take(path.len() - 1) {
+            match p.history() {
+                super::History::None => {}
+                super::History::Shallow => {
+                    self.history.insert(p.id(), path[i + 1].clone());
+                }
+                super::History::Deep => {
+                    self.history.insert(p.id(), leaf.clone());
+                }
+            }
+        }
+    }
+}
+
+/// An agent's handle to the runtime, passed to every hook and handler.
+///
+/// Subscription changes take effect immediately for later demands. State changes requested
+/// with [`change_state`](Self::change_state) are applied when the running handler returns
+/// (its `on_exit`/`on_enter` hooks need the agent, which the handler is borrowing), before
+/// the agent's next demand.
+pub struct Context<A: Agent> {
+    pub(crate) this: Weak<AgentCell<dyn AgentExec>>,
+    pub(crate) id: AgentId,
+    pub(crate) env: Environment,
+    pub(crate) subs: Subscriptions<A>,
+    pub(crate) states: States,
+}
+
+impl<A: Agent> Context<A> {
+    pub(crate) fn new(this: Weak<AgentCell<dyn AgentExec>>, id: AgentId, env: Environment) -> Self {
+        Context {
+            this,
+            id,
+            env,
+            subs: Subscriptions::default(),
+            states: States::new(),
+        }
+    }
+
+    pub(crate) fn me(&self) -> Result<AgentRef, SubscribeError> {
+        self.this
+            .upgrade()
+            .map(AgentRef)
+            .ok_or(SubscribeError::AgentFinished)
+    }
+
+    /// The agent's id.
+    pub fn agent_id(&self) -> AgentId {
+        self.id
+    }
+
+    /// The agent's own direct (single-consumer) mbox.
+    pub fn direct_mbox(&self) -> Mbox {
+        Mbox(Repr::Direct(
+            self.this
+                .upgrade()
+                .expect("a running agent's cell is alive"),
+        ))
+    }
+
+    /// The environment the agent lives in.
+    pub fn environment(&self) -> &Environment {
+        &self.env
+    }
+
+    /// The agent's coop; `None` before registration.
+    pub fn coop(&self) -> Option<CoopHandle> {
+        let cell = self.this.upgrade()?;
+        let coop = cell.core.coop()?;
+        Some(CoopHandle::from_inner(&coop))
+    }
+
+    /// Starts deregistering the agent's coop with `reason`.
+    pub fn deregister_coop(&self, reason: DeregReason) {
+        if let Some(coop) = self.this.upgrade().and_then(|c| c.core.coop()) {
+            coop.deregister(reason);
+        }
+    }
+
+    /// Declares subscriptions to `mbox`.
+    pub fn subscribe(&mut self, mbox: &Mbox) -> SubscriptionBuilder<'_, A> {
+        SubscriptionBuilder::new(self, mbox.clone())
+    }
+
+    /// Declares subscriptions to the agent's own direct mbox.
+    pub fn subscribe_self(&mut self) -> SubscriptionBuilder<'_, A> {
+        let mbox = self.direct_mbox();
+        SubscriptionBuilder::new(self, mbox)
+    }
+
+    /// Drops the subscription to `M` from `mbox` in `state`; returns whether there was one.
+    /// Demands for it that are already queued are not handled (unless a parent state or a
+    /// dead-letter handler takes them).
+    pub fn unsubscribe<M: 'static>(&mut self, mbox: &Mbox, state: &State) -> bool {
+        match self.me() {
+            Ok(me) => self.subs.remove(&me, mbox.id().0, TypeId::of::<M>(), state),
+            Err(_) => false,
+        }
+    }
+
+    /// Drops the subscriptions to `M` from `mbox` in every state; returns how many.
+    pub fn unsubscribe_all_states<M: 'static>(&mut self, mbox: &Mbox) -> usize {
+        match self.me() {
+            Ok(me) => self
+                .subs
+                .remove_all_states(&me, mbox.id().0, TypeId::of::<M>()),
+            Err(_) => 0,
+        }
+    }
+
+    /// Drops the dead-letter handler for `M` from `mbox`; returns whether there was one.
+    pub fn unsubscribe_dead_letter<M: 'static>(&mut self, mbox: &Mbox) -> bool {
+        match self.me() {
+            Ok(me) => self
+                .subs
+                .remove_dead_letter(&me, mbox.id().0, TypeId::of::<M>()),
+            Err(_) => false,
+        }
+    }
+
+    /// Whether a subscription to `M` from `mbox` exists in exactly `state`.
+    pub fn has_subscription<M: 'static>(&self, mbox: &Mbox, state: &State) -> bool {
+        self.subs.has(mbox.id().0, TypeId::of::<M>(), state)
+    }
+
+    /// Sets or replaces the agent's delivery filter for `M` on `mbox`: only messages for
+    /// which `filter` returns `true` are delivered to this agent. It runs on the sender's
+    /// thread before anything is queued; a change affects only later sends.
+    ///
+    /// # Errors
+    ///
+    /// [`SubscribeError::FiltersUnsupported`] on mboxes that cannot filter,
+    /// [`SubscribeError::NotOwner`] on another agent's direct mbox.
+    pub fn set_delivery_filter<M, F>(
+        &mut self,
+        mbox: &Mbox,
+        filter: F,
+    ) -> Result<(), SubscribeError>
+    where
+        M: Send + Sync + 'static,
+        F: Fn(&M) -> bool + Send + Sync + 'static,
+    {
+        let me = self.me()?;
+        self.subs.set_filter(
+            &me,
+            mbox,
+            MessageType::of::<M>(),
+            DeliveryFilter::new(filter),
+        )
+    }
+
+    /// Removes the agent's delivery filter for `M` on `mbox`: every message is delivered
+    /// again (if subscribed).
+    pub fn drop_delivery_filter<M: 'static>(&mut self, mbox: &Mbox) {
+        if let Ok(me) = self.me() {
+            self.subs.drop_filter(&me, mbox, MessageType::of::<M>());
+        }
+    }
+
+    /// The state every agent starts in.
+    pub fn default_state(&self) -> &State {
+        &self.states.default
+    }
+
+    /// The current leaf state (switches requested by the running handler are not applied
+    /// yet).
+    pub fn current_state(&self) -> &State {
+        &self.states.current
+    }
+
+    /// Whether the current state is `state` or one of its substates.
+    pub fn is_in_state(&self, state: &State) -> bool {
+        self.states.current.is_within(state)
+    }
+
+    /// Switches to `target` (its initial or remembered substate if it is composite) when
+    /// the running handler returns: `on_exit` hooks run from the old leaf up to the common
+    /// ancestor, then `on_enter` hooks from below it down to the new leaf. Several calls in
+    /// one handler are applied in order. Switching to the current state does nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`StateError::SwitchInsideHook`] from an `on_enter`/`on_exit` hook;
+    /// [`StateError::NoInitialSubstate`] for a composite state that cannot be entered.
+    pub fn change_state(&mut self, target: &State) -> Result<(), StateError> {
+        if self.states.in_hook {
+            return Err(StateError::SwitchInsideHook);
+        }
+        self.states.resolve(target)?;
+        self.states.pending.push(target.clone());
+        Ok(())
+    }
+
+    /// Sets the hook run each time `state` is entered (replacing any previous one).
+    pub fn on_enter<F>(&mut self, state: &State, hook: F)
+    where
+        F: FnMut(&mut A, &mut Context<A>) + Send + 'static,
+    {
+        self.set_hook(state, Box::new(hook), true);
+    }
+
+    /// Sets the hook run each time `state` is left (replacing any previous one).
+    pub fn on_exit<F>(&mut self, state: &State, hook: F)
+    where
+        F: FnMut(&mut A, &mut Context<A>) + Send + 'static,
+    {
+        self.set_hook(state, Box::new(hook), false);
+    }
+
+    fn set_hook(&mut self, state: &State, hook: super::subscription::HookFn<A>, enter: bool) {
+        let slot = self.subs.alloc(1, Handler::Hook(hook));
+        let entry = self
+            .states
+            .hooks
+            .entry_or_insert_with(state.id(), || (None, None));
+        let old = if enter {
+            entry.0.replace(slot)
+        } else {
+            entry.1.replace(slot)
+        };
+        if let Some(old) = old {
+            self.subs.release(old);
+        }
+    }
+}

@@ -1,0 +1,246 @@
+//! The untyped, shared part of an agent: what mboxes and dispatchers touch.
+
+use std::any::TypeId;
+use std::fmt;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
+
+use parking_lot::{Mutex, RwLock};
+
+use super::{AgentId, Priority};
+use crate::coop::CoopInner;
+use crate::dispatcher::{Demand, DemandKind, EventQueue};
+use crate::environment::{Environment, WeakEnv};
+use crate::exception::ExceptionReaction;
+use crate::mbox::{DeliveryFilter, MboxId};
+use crate::message::{Message, MessageType};
+use crate::small_map::SmallMap;
+
+/// Agent status, in the order an agent goes through them.
+///
+/// | value | status | demands |
+/// |---|---|---|
+/// | 0 | `DEFINING`: created, `define` may run | queued in `pending` |
+/// | 1 | `ACTIVE`: bound, `on_start` queued first | handled |
+/// | 2 | `DEREGISTERING`: its coop is going | messages dropped; `Finish` handled |
+/// | 3 | `FINISHED`: `on_finish` has run | dropped |
+pub(crate) const DEFINING: u8 = 0;
+pub(crate) const ACTIVE: u8 = 1;
+pub(crate) const DEREGISTERING: u8 = 2;
+pub(crate) const FINISHED: u8 = 3;
+
+/// One message type on the agent's direct mbox. A filter may exist without a subscription.
+#[derive(Default)]
+pub(crate) struct DirectEntry {
+    subscribed: bool,
+    filter: Option<DeliveryFilter>,
+}
+
+pub(crate) struct AgentCore {
+    pub(crate) id: AgentId,
+    pub(crate) priority: Priority,
+    pub(crate) reaction: ExceptionReaction,
+    pub(crate) env: WeakEnv,
+    status: AtomicU8,
+    queue: OnceLock<Arc<dyn EventQueue>>,
+    /// Demands pushed before the agent was bound; flushed right after its `Start`.
+    pending: Mutex<Vec<DemandKind>>,
+    direct: RwLock<SmallMap<TypeId, DirectEntry>>,
+    pub(crate) coop: OnceLock<Weak<CoopInner>>,
+}
+
+impl AgentCore {
+    pub(crate) fn new(
+        id: AgentId,
+        priority: Priority,
+        reaction: ExceptionReaction,
+        env: &Environment,
+    ) -> Self {
+        AgentCore {
+            id,
+            priority,
+            reaction,
+            env: env.downgrade(),
+            status: AtomicU8::new(DEFINING),
+            queue: OnceLock::new(),
+            pending: Mutex::new(Vec::new()),
+            direct: RwLock::new(SmallMap::default()),
+            coop: OnceLock::new(),
+        }
+    }
+
+    pub(crate) fn mbox_id(&self) -> MboxId {
+        MboxId(self.id.0)
+    }
+
+    #[inline]
+    pub(crate) fn status(&self) -> u8 {
+        self.status.load(Ordering::Acquire)
+    }
+
+    /// Moves `from -> to`; false if the status was something else.
+    pub(crate) fn transition(&self, from: u8, to: u8) -> bool {
+        self.status
+            .compare_exchange(from, to, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+
+    pub(crate) fn set_status(&self, to: u8) {
+        self.status.store(to, Ordering::Release);
+    }
+
+    pub(crate) fn coop(&self) -> Option<Arc<CoopInner>> {
+        self.coop.get().and_then(Weak::upgrade)
+    }
+
+    pub(crate) fn direct_set_subscribed(&self, ty: MessageType, on: bool) {
+        let mut t = self.direct.write();
+        t.entry_or_insert_with(ty.type_id(), DirectEntry::default)
+            .subscribed = on;
+        t.retain(|_, e| e.subscribed || e.filter.is_some());
+    }
+
+    pub(crate) fn direct_set_filter(&self, ty: MessageType, filter: Option<DeliveryFilter>) {
+        let mut t = self.direct.write();
+        t.entry_or_insert_with(ty.type_id(), DirectEntry::default)
+            .filter = filter;
+        t.retain(|_, e| e.subscribed || e.filter.is_some());
+    }
+
+    pub(crate) fn direct_clear(&self) {
+        *self.direct.write() = SmallMap::default();
+    }
+}
+
+/// An agent's shared core plus its typed executor: `AgentCell<Typed<A>>` coerces to
+/// `AgentCell<dyn AgentExec>`, so the core is reached without a virtual call.
+pub(crate) struct AgentCell<T: ?Sized> {
+    pub(crate) core: AgentCore,
+    pub(crate) exec: T,
+}
+
+pub(crate) type AgentArc = Arc<AgentCell<dyn AgentExec>>;
+
+/// What the dispatcher and the coop call on the typed part of an agent.
+pub(crate) trait AgentExec: Send + Sync + 'static {
+    /// Runs one demand on the worker thread.
+    fn execute(&self, this: &AgentArc, kind: DemandKind);
+    /// Runs the agent's `define` hook during registration.
+    fn define(&self) -> Result<(), crate::agent::DefineError>;
+    /// Ends the agent's life: drops every subscription and filter, then the user's agent.
+    fn discard(&self);
+}
+
+/// A reference to an agent, as custom mboxes see subscribers.
+///
+/// Equal when they refer to the same agent. Holding one keeps a small part of the agent
+/// alive, not the user's agent value (that is dropped when its coop is final).
+#[derive(Clone)]
+pub struct AgentRef(pub(crate) AgentArc);
+
+impl AgentRef {
+    /// The agent's unique id.
+    pub fn id(&self) -> AgentId {
+        self.0.core.id
+    }
+
+    /// The agent's priority (delivery order in multi-consumer mboxes, binding order).
+    pub fn priority(&self) -> Priority {
+        self.0.core.priority
+    }
+
+    /// Queues a message from mbox `mbox` for this agent. Custom mboxes call this for each
+    /// subscriber a message goes to; the agent looks its handler up by `(mbox, type)` when
+    /// the demand runs. Never blocks.
+    #[inline]
+    pub fn push_message(&self, mbox: MboxId, msg: Message) {
+        self.push(DemandKind::Message { mbox, msg });
+    }
+
+    #[inline]
+    pub(crate) fn push(&self, kind: DemandKind) {
+        push(&self.0, kind)
+    }
+}
+
+#[inline]
+pub(crate) fn push(agent: &AgentArc, kind: DemandKind) {
+    let core = &agent.core;
+    if let Some(q) = core.queue.get() {
+        q.push(Demand {
+            agent: agent.clone(),
+            kind,
+        });
+        return;
+    }
+    let mut pending = core.pending.lock();
+    // The agent may have been bound while we waited for the lock.
+    if let Some(q) = core.queue.get() {
+        drop(pending);
+        q.push(Demand {
+            agent: agent.clone(),
+            kind,
+        });
+    } else {
+        pending.push(kind);
+    }
+}
+
+/// Binds the agent to `queue`: `Start` first, then whatever arrived before binding.
+///
+/// Holding `pending` across the pushes means a concurrent sender either got into `pending`
+/// before (and is flushed here, in its order) or sees the queue set after.
+pub(crate) fn activate(agent: &AgentArc, queue: Arc<dyn EventQueue>) {
+    let core = &agent.core;
+    let mut pending = core.pending.lock();
+    queue.push(Demand {
+        agent: agent.clone(),
+        kind: DemandKind::Start,
+    });
+    for kind in pending.drain(..) {
+        queue.push(Demand {
+            agent: agent.clone(),
+            kind,
+        });
+    }
+    let _ = core.queue.set(queue);
+}
+
+/// Sending to an agent's direct mbox: types it does not subscribe to are not queued at
+/// all, and its filter (if any) runs here, on the sender's thread.
+#[inline]
+pub(crate) fn direct_deliver(agent: &AgentArc, msg: Message) {
+    {
+        let table = agent.core.direct.read_recursive();
+        match table.get(&msg.message_type().type_id()) {
+            Some(e) if e.subscribed => {
+                if let Some(f) = &e.filter {
+                    if !f.accepts(&msg) {
+                        return;
+                    }
+                }
+            }
+            _ => return,
+        }
+    }
+    push(
+        agent,
+        DemandKind::Message {
+            mbox: agent.core.mbox_id(),
+            msg,
+        },
+    );
+}
+
+impl PartialEq for AgentRef {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+impl Eq for AgentRef {}
+
+impl fmt::Debug for AgentRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "AgentRef({})", self.0.core.id.0)
+    }
+}

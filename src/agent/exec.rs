@@ -1,0 +1,251 @@
+//! The typed half of an agent: runs its demands on the worker thread.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use parking_lot::Mutex;
+use smallvec::SmallVec;
+
+use super::core::{AgentArc, AgentExec, ACTIVE, FINISHED};
+use super::subscription::{Action, Handler};
+use super::{Agent, AgentRef, Context, DefineError, State, StateError};
+use crate::dispatcher::DemandKind;
+use crate::exception::{self, Failure};
+use crate::mbox::MboxId;
+use crate::message::Message;
+
+pub(crate) struct Typed<A: Agent> {
+    pub(crate) inner: Mutex<Option<Inner<A>>>,
+}
+
+pub(crate) struct Inner<A: Agent> {
+    pub(crate) agent: A,
+    pub(crate) ctx: Context<A>,
+    slab: Vec<Option<Handler<A>>>,
+}
+
+impl<A: Agent> Inner<A> {
+    pub(crate) fn new(agent: A, ctx: Context<A>) -> Self {
+        Inner {
+            agent,
+            ctx,
+            slab: Vec::new(),
+        }
+    }
+
+    /// Moves new handlers into the slab, empties freed slots, then applies requested state
+    /// switches in order (whose hooks may subscribe again: hence the loop).
+    #[inline]
+    fn apply_pending(&mut self) -> Result<(), StateError> {
+        while self.ctx.subs.has_pending() || !self.ctx.states.pending.is_empty() {
+            for (slot, h) in self.ctx.subs.new_handlers.drain(..) {
+                if slot >= self.slab.len() {
+                    self.slab.resize_with(slot + 1, || None);
+                }
+                self.slab[slot] = Some(h);
+            }
+            let freed = std::mem::take(&mut self.ctx.subs.freed);
+            for &slot in &freed {
+                self.slab[slot] = None;
+            }
+            self.ctx.subs.recycle(freed);
+            if !self.ctx.states.pending.is_empty() {
+                let target = self.ctx.states.pending.remove(0);
+                self.switch_to(&target)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn run_hook(&mut self, state: &State, enter: bool) {
+        let Some(&(on_enter, on_exit)) = self.ctx.states.hooks.get(&state.id()) else {
+            return;
+        };
+        let Some(slot) = (if enter { on_enter } else { on_exit }) else {
+            return;
+        };
+        let Inner { agent, ctx, slab } = self;
+        if let Some(Some(Handler::Hook(h))) = slab.get_mut(slot) {
+            h(agent, ctx);
+        }
+    }
+
+    /// Leaves the current leaf and enters the leaf `target` resolves to.
+    fn switch_to(&mut self, target: &State) -> Result<(), StateError> {
+        let leaf = self.ctx.states.resolve(target)?;
+        let old = self.ctx.states.current.clone();
+        if leaf == old {
+            return Ok(());
+        }
+        let old_path = old.path();
+        let new_path = leaf.path();
+        let common = old_path
+            .iter()
+            .zip(&new_path)
+            .take_while(|(a, b)| a == b)
+            .count();
+        self.ctx.states.in_hook = true;
+        for s in old_path[common..].iter().rev() {
+            self.run_hook(s, false);
+        }
+        self.ctx.states.current = leaf;
+        self.ctx.states.record_history(&new_path);
+        for s in &new_path[common..] {
+            self.run_hook(s, true);
+        }
+        self.ctx.states.in_hook = false;
+        Ok(())
+    }
+
+    #[inline]
+    fn call_event(&mut self, slot: usize, msg: &Message) {
+        let Inner { agent, ctx, slab } = self;
+        if let Some(Some(Handler::Event(h))) = slab.get_mut(slot) {
+            h(agent, ctx, msg);
+        }
+    }
+
+    /// Looks the handler up in the current state, its parents, then the dead-letter
+    /// handlers, and runs it.
+    fn handle_message(&mut self, mbox: MboxId, msg: &Message) -> Result<(), StateError> {
+        let ty = msg.message_type();
+        let mut visited: SmallVec<[u64; 4]> = SmallVec::new();
+        loop {
+            let found = self
+                .ctx
+                .subs
+                .find(mbox.0, ty.type_id(), &self.ctx.states.current);
+            match found {
+                Some(Action::Handler(slot)) => {
+                    let slot = *slot;
+                    self.call_event(slot, msg);
+                    return self.apply_pending();
+                }
+                Some(Action::Suppress) => return Ok(()),
+                Some(Action::JustSwitchTo(st)) => {
+                    let st = st.clone();
+                    self.switch_to(&st)?;
+                    return self.apply_pending();
+                }
+                Some(Action::TransferTo(st)) => {
+                    let st = st.clone();
+                    if visited.contains(&st.id()) {
+                        return Err(StateError::TransferLoop {
+                            type_name: ty.name(),
+                            state: st.name().to_owned(),
+                        });
+                    }
+                    visited.push(st.id());
+                    self.switch_to(&st)?;
+                    self.apply_pending()?;
+                }
+                None => {
+                    if let Some(slot) = self.ctx.subs.dead_letter(mbox.0, ty.type_id()) {
+                        self.call_event(slot, msg);
+                        return self.apply_pending();
+                    }
+                    // No handler in this state: dropped.
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    /// After a failure, leaves the bookkeeping consistent: handlers added before the panic
+    /// stay, state switches not yet applied are forgotten.
+    fn recover(&mut self) {
+        self.ctx.states.in_hook = false;
+        self.ctx.states.pending.clear();
+        let _ = self.apply_pending();
+    }
+}
+
+impl<A: Agent> Typed<A> {
+    /// Runs `f` on the agent under the panic boundary; a panic or an error becomes a
+    /// [`Failure`] for the exception reaction.
+    fn guarded(
+        &self,
+        f: impl FnOnce(&mut Inner<A>) -> Result<(), StateError>,
+    ) -> Option<Result<(), Failure>> {
+        let mut guard = self.inner.lock();
+        let inner = guard.as_mut()?;
+        let result = match catch_unwind(AssertUnwindSafe(|| f(inner))) {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(Failure::Error(e)),
+            Err(payload) => Err(Failure::Panic(exception::panic_message(&payload))),
+        };
+        if result.is_err() {
+            // A second panic here (in a hook re-run by recover) would escape: forget it.
+            let _ = catch_unwind(AssertUnwindSafe(|| inner.recover()));
+        }
+        Some(result)
+    }
+}
+
+impl<A: Agent> AgentExec for Typed<A> {
+    #[inline]
+    fn execute(&self, this: &AgentArc, kind: DemandKind) {
+        let core = &this.core;
+        let result = match kind {
+            DemandKind::Message { mbox, msg } => {
+                if core.status() != ACTIVE {
+                    return; // deregistering or finished: dropped
+                }
+                self.guarded(|inner| inner.handle_message(mbox, &msg))
+            }
+            DemandKind::Start => self.guarded(|inner| {
+                let Inner { agent, ctx, .. } = inner;
+                agent.on_start(ctx);
+                inner.apply_pending()
+            }),
+            DemandKind::Finish => {
+                let result = self.guarded(|inner| {
+                    let Inner { agent, ctx, .. } = inner;
+                    agent.on_finish(ctx);
+                    inner.apply_pending()
+                });
+                // Whatever on_finish did, the agent is done: it gets nothing more.
+                if let Some(inner) = self.inner.lock().as_mut() {
+                    inner.ctx.subs.drop_all(&AgentRef(this.clone()));
+                }
+                core.direct_clear();
+                core.set_status(FINISHED);
+                if let Some(Err(failure)) = result {
+                    exception::react(this, failure, "on_finish");
+                }
+                if let Some(coop) = core.coop() {
+                    coop.agent_finished();
+                }
+                return;
+            }
+        };
+        if let Some(Err(failure)) = result {
+            exception::react(this, failure, "a handler");
+        }
+    }
+
+    fn define(&self) -> Result<(), DefineError> {
+        let mut guard = self.inner.lock();
+        let Some(inner) = guard.as_mut() else {
+            return Ok(());
+        };
+        let Inner { agent, ctx, .. } = inner;
+        let result = agent.define(ctx);
+        let applied = inner.apply_pending();
+        result.and(applied.map_err(DefineError::from))
+    }
+
+    fn discard(&self) {
+        let taken = {
+            let mut guard = self.inner.lock();
+            if let Some(inner) = guard.as_mut() {
+                if let Ok(me) = inner.ctx.me() {
+                    inner.ctx.subs.drop_all(&me);
+                    me.0.core.direct_clear();
+                }
+            }
+            guard.take()
+        };
+        // The user's agent is dropped outside the lock: its Drop may do anything.
+        drop(taken);
+    }
+}

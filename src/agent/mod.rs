@@ -1,0 +1,186 @@
+//! Agents: user structs that react to messages, one demand at a time.
+
+mod context;
+pub(crate) mod core;
+mod exec;
+mod state;
+mod subscription;
+
+use std::fmt;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use thiserror::Error;
+
+pub use self::core::AgentRef;
+pub(crate) use self::core::{activate, direct_deliver, AgentArc, AgentCell, AgentExec};
+pub use context::Context;
+pub use state::{History, State, StateError, MAX_STATE_NESTING};
+pub use subscription::SubscriptionBuilder;
+
+use crate::environment::Environment;
+use crate::exception::ExceptionReaction;
+use crate::mbox::{MboxId, SubscribeError};
+
+/// An agent: a struct that owns its data and reacts to messages.
+///
+/// Implement the hooks you need. [`define`](Self::define) runs once at registration, on the
+/// registering thread, before the agent is bound; subscriptions made there are live at once
+/// (messages that arrive before `on_start` wait and are handled after it).
+/// [`on_start`](Self::on_start) is always the first demand the agent handles and
+/// [`on_finish`](Self::on_finish) the last. Handlers of one agent never run concurrently.
+///
+/// # Examples
+///
+/// ```
+/// use agentbox::prelude::*;
+///
+/// struct Greeting(String);
+///
+/// struct Greeter { count: u32 }
+///
+/// impl Agent for Greeter {
+///     fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+///         ctx.subscribe_self().event(Self::on_greeting)?;
+///         Ok(())
+///     }
+///     fn on_start(&mut self, ctx: &mut Context<Self>) {
+///         send(&ctx.direct_mbox(), Greeting("hello".into())).unwrap();
+///     }
+/// }
+///
+/// impl Greeter {
+///     fn on_greeting(&mut self, ctx: &mut Context<Self>, msg: &Greeting) {
+///         self.count += 1;
+///         assert_eq!(msg.0, "hello");
+///         ctx.deregister_coop(DeregReason::Normal);
+///     }
+/// }
+///
+/// Environment::launch(|env| {
+///     env.introduce_coop(|coop| { coop.add_agent(Greeter { count: 0 }); }).unwrap();
+/// }).unwrap();
+/// ```
+pub trait Agent: Send + Sized + 'static {
+    /// Declares subscriptions, filters, state hooks and the initial state.
+    ///
+    /// # Errors
+    ///
+    /// An error fails the coop's registration with
+    /// [`RegisterError::Define`](crate::RegisterError::Define).
+    fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+        let _ = ctx;
+        Ok(())
+    }
+
+    /// The first demand the agent handles.
+    fn on_start(&mut self, ctx: &mut Context<Self>) {
+        let _ = ctx;
+    }
+
+    /// The last demand the agent handles, when its coop deregisters.
+    fn on_finish(&mut self, ctx: &mut Context<Self>) {
+        let _ = ctx;
+    }
+
+    /// The agent's priority, read once at creation (default [`Priority::P0`]).
+    fn priority(&self) -> Priority {
+        Priority::P0
+    }
+
+    /// The reaction to a panic in this agent, read once at creation (default
+    /// [`ExceptionReaction::Inherit`]: the coop's).
+    fn exception_reaction(&self) -> ExceptionReaction {
+        ExceptionReaction::Inherit
+    }
+}
+
+/// Agent priorities, `P0` (lowest, the default) to `P7` (highest).
+///
+/// Multi-consumer mboxes deliver to higher-priority subscribers first; a coop binds its
+/// agents in priority order; priority dispatchers schedule by it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[allow(missing_docs)]
+pub enum Priority {
+    #[default]
+    P0,
+    P1,
+    P2,
+    P3,
+    P4,
+    P5,
+    P6,
+    P7,
+}
+
+impl Priority {
+    /// All priorities, lowest first.
+    pub const ALL: [Priority; 8] = [
+        Priority::P0,
+        Priority::P1,
+        Priority::P2,
+        Priority::P3,
+        Priority::P4,
+        Priority::P5,
+        Priority::P6,
+        Priority::P7,
+    ];
+
+    /// 0 for `P0` … 7 for `P7`.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// The process-wide unique id of an agent.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
+pub struct AgentId(pub(crate) u64);
+
+impl AgentId {
+    /// The raw number (also the id of the agent's direct mbox).
+    pub fn as_u64(&self) -> u64 {
+        self.0
+    }
+}
+
+impl fmt::Display for AgentId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "agent:{}", self.0)
+    }
+}
+
+/// Why an agent's [`define`](Agent::define) failed.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum DefineError {
+    /// A subscription or filter could not be made.
+    #[error(transparent)]
+    Subscribe(#[from] SubscribeError),
+    /// A state could not be built or entered.
+    #[error(transparent)]
+    State(#[from] StateError),
+    /// The agent's own reason.
+    #[error("{0}")]
+    Custom(String),
+}
+
+/// Creates the agent's cell: core, context and the user's value, not yet defined or bound.
+pub(crate) fn create<A: Agent>(agent: A, env: &Environment) -> AgentArc {
+    let id = AgentId(MboxId::next().0);
+    let priority = agent.priority();
+    let reaction = agent.exception_reaction();
+    let cell: Arc<AgentCell<exec::Typed<A>>> =
+        Arc::new_cyclic(|weak: &std::sync::Weak<AgentCell<exec::Typed<A>>>| {
+            let weak: std::sync::Weak<AgentCell<dyn AgentExec>> = weak.clone();
+            AgentCell {
+                core: self::core::AgentCore::new(id, priority, reaction, env),
+                exec: exec::Typed {
+                    inner: Mutex::new(Some(exec::Inner::new(
+                        agent,
+                        Context::new(weak, id, env.clone()),
+                    ))),
+                },
+            }
+        });
+    cell
+}

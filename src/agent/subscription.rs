@@ -1,0 +1,494 @@
+//! Subscriptions: which handler runs for a message from an mbox in a state.
+//!
+//! The index lives in the agent's [`Context`] and changes immediately when a handler
+//! subscribes or unsubscribes; the handler closures live beside it in a slab and are moved
+//! in (or freed) when the running handler returns — a handler cannot be replaced while it
+//! runs. Between two handlers nothing else looks at the index (handlers of one agent never
+//! run concurrently), so the deferral is invisible.
+
+use std::any::TypeId;
+
+use smallvec::SmallVec;
+
+use super::{Agent, AgentRef, Context, State};
+use crate::mbox::{DeliveryFilter, Mbox, MboxKind, SubscribeError};
+use crate::message::{Message, MessageType};
+use crate::small_map::SmallMap;
+
+pub(crate) type EventFn<A> = Box<dyn FnMut(&mut A, &mut Context<A>, &Message) + Send>;
+pub(crate) type HookFn<A> = Box<dyn FnMut(&mut A, &mut Context<A>) + Send>;
+
+pub(crate) enum Handler<A: Agent> {
+    Event(EventFn<A>),
+    Hook(HookFn<A>),
+}
+
+/// What a subscription does with a message.
+#[derive(Clone)]
+pub(crate) enum Action {
+    /// Call the handler in this slot.
+    Handler(usize),
+    /// Switch to the state, then look the same message up again there.
+    TransferTo(State),
+    /// Drop the message here, without looking in parent states.
+    Suppress,
+    /// Switch to the state; the message is consumed.
+    JustSwitchTo(State),
+}
+
+/// Key of the handler index: (mbox id, message type, state id).
+type Key = (u64, TypeId, u64);
+
+struct MboxUse {
+    mbox: Mbox,
+    ty: MessageType,
+    count: usize,
+}
+
+pub(crate) struct Subscriptions<A: Agent> {
+    index: SmallMap<Key, Action>,
+    dead_letters: SmallMap<(u64, TypeId), usize>,
+    mboxes: SmallMap<(u64, TypeId), MboxUse>,
+    filters: SmallMap<(u64, TypeId), (Mbox, MessageType)>,
+    /// Number of index entries (or hooks) that use each slot.
+    slot_uses: Vec<u32>,
+    free_slots: Vec<usize>,
+    pub(crate) new_handlers: Vec<(usize, Handler<A>)>,
+    pub(crate) freed: Vec<usize>,
+    pub(crate) finished: bool,
+}
+
+impl<A: Agent> Default for Subscriptions<A> {
+    fn default() -> Self {
+        Subscriptions {
+            index: SmallMap::default(),
+            dead_letters: SmallMap::default(),
+            mboxes: SmallMap::default(),
+            filters: SmallMap::default(),
+            slot_uses: Vec::new(),
+            free_slots: Vec::new(),
+            new_handlers: Vec::new(),
+            freed: Vec::new(),
+            finished: false,
+        }
+    }
+}
+
+impl<A: Agent> Subscriptions<A> {
+    /// The action for a message in `state` or the nearest parent that has one.
+    #[inline]
+    pub(crate) fn find(&self, mbox: u64, ty: TypeId, state: &State) -> Option<&Action> {
+        let mut s = state;
+        loop {
+            if let Some(a) = self.index.get(&(mbox, ty, s.id())) {
+                return Some(a);
+            }
+            s = s.parent()?;
+        }
+    }
+
+    pub(crate) fn dead_letter(&self, mbox: u64, ty: TypeId) -> Option<usize> {
+        self.dead_letters.get(&(mbox, ty)).copied()
+    }
+
+    pub(crate) fn has(&self, mbox: u64, ty: TypeId, state: &State) -> bool {
+        self.index.contains_key(&(mbox, ty, state.id()))
+    }
+
+    pub(crate) fn alloc(&mut self, uses: u32, h: Handler<A>) -> usize {
+        let slot = self.free_slots.pop().unwrap_or_else(|| {
+            self.slot_uses.push(0);
+            self.slot_uses.len() - 1
+        });
+        self.slot_uses[slot] = uses;
+        self.new_handlers.push((slot, h));
+        slot
+    }
+
+    pub(crate) fn release(&mut self, slot: usize) {
+        self.slot_uses[slot] -= 1;
+        if self.slot_uses[slot] == 0 {
+            self.freed.push(slot);
+        }
+    }
+
+    /// Returns freed slots to the allocator; the caller has emptied them in the slab.
+    pub(crate) fn recycle(&mut self, slots: impl IntoIterator<Item = usize>) {
+        self.free_slots.extend(slots);
+    }
+
+    #[inline]
+    pub(crate) fn has_pending(&self) -> bool {
+        !self.new_handlers.is_empty() || !self.freed.is_empty()
+    }
+
+    fn use_mbox(
+        &mut self,
+        me: &AgentRef,
+        mbox: &Mbox,
+        ty: MessageType,
+    ) -> Result<(), SubscribeError> {
+        let key = (mbox.id().0, ty.type_id());
+        if let Some(u) = self.mboxes.get_mut(&key) {
+            u.count += 1;
+            return Ok(());
+        }
+        mbox.subscribe(ty, me)?;
+        self.mboxes.insert(
+            key,
+            MboxUse {
+                mbox: mbox.clone(),
+                ty,
+                count: 1,
+            },
+        );
+        Ok(())
+    }
+
+    fn unuse_mbox(&mut self, me: &AgentRef, mbox: u64, ty: TypeId) {
+        let key = (mbox, ty);
+        if let Some(u) = self.mboxes.get_mut(&key) {
+            u.count -= 1;
+            if u.count == 0 {
+                let u = self.mboxes.remove(&key).expect("present above");
+                u.mbox.unsubscribe(u.ty, me);
+            }
+        }
+    }
+
+    pub(crate) fn add(
+        &mut self,
+        me: &AgentRef,
+        mbox: &Mbox,
+        ty: MessageType,
+        states: &[State],
+        action: NewAction<A>,
+    ) -> Result<(), SubscribeError> {
+        if self.finished {
+            return Err(SubscribeError::AgentFinished);
+        }
+        if ty.is_mutable() && mbox.kind() == MboxKind::MultiConsumer {
+            return Err(SubscribeError::MutableFromMultiConsumer {
+                type_name: ty.name(),
+                mbox: mbox.name(),
+            });
+        }
+        let mid = mbox.id().0;
+        for (i, s) in states.iter().enumerate() {
+            if self.index.contains_key(&(mid, ty.type_id(), s.id())) || states[..i].contains(s) {
+                return Err(SubscribeError::Duplicate {
+                    type_name: ty.name(),
+                    mbox: mbox.name(),
+                    state: s.name().to_owned(),
+                });
+            }
+        }
+        self.use_mbox(me, mbox, ty)?;
+        // One mbox-level subscription per (mbox, type) is enough, whatever the states.
+        for _ in 1..states.len() {
+            self.mboxes
+                .get_mut(&(mid, ty.type_id()))
+                .expect("used above")
+                .count += 1;
+        }
+        let action = match action {
+            NewAction::Handler(h) => {
+                Action::Handler(self.alloc(states.len() as u32, Handler::Event(h)))
+            }
+            NewAction::Action(a) => a,
+        };
+        for s in states {
+            self.index
+                .insert((mid, ty.type_id(), s.id()), action.clone());
+        }
+        Ok(())
+    }
+
+    pub(crate) fn add_dead_letter(
+        &mut self,
+        me: &AgentRef,
+        mbox: &Mbox,
+        ty: MessageType,
+        h: EventFn<A>,
+    ) -> Result<(), SubscribeError> {
+        if self.finished {
+            return Err(SubscribeError::AgentFinished);
+        }
+        let key = (mbox.id().0, ty.type_id());
+        if self.dead_letters.contains_key(&key) {
+            return Err(SubscribeError::Duplicate {
+                type_name: ty.name(),
+                mbox: mbox.name(),
+                state: "<dead letter>".to_owned(),
+            });
+        }
+        if ty.is_mutable() && mbox.kind() == MboxKind::MultiConsumer {
+            return Err(SubscribeError::MutableFromMultiConsumer {
+                type_name: ty.name(),
+                mbox: mbox.name(),
+            });
+        }
+        self.use_mbox(me, mbox, ty)?;
+        let slot = self.alloc(1, Handler::Event(h));
+        self.dead_letters.insert(key, slot);
+        Ok(())
+    }
+
+    /// Removes one subscription; true if there was one.
+    pub(crate) fn remove(&mut self, me: &AgentRef, mbox: u64, ty: TypeId, state: &State) -> bool {
+        match self.index.remove(&(mbox, ty, state.id())) {
+            Some(action) => {
+                if let Action::Handler(slot) = action {
+                    self.release(slot);
+                }
+                self.unuse_mbox(me, mbox, ty);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Removes the subscriptions of one (mbox, type) in every state; returns how many.
+    pub(crate) fn remove_all_states(&mut self, me: &AgentRef, mbox: u64, ty: TypeId) -> usize {
+        let keys: Vec<Key> = self
+            .index
+            .keys()
+            .into_iter()
+            .filter(|k| k.0 == mbox && k.1 == ty)
+            .collect();
+        for k in &keys {
+            if let Some(Action::Handler(slot)) = self.index.remove(k) {
+                self.release(slot);
+            }
+            self.unuse_mbox(me, mbox, ty);
+        }
+        keys.len()
+    }
+
+    pub(crate) fn remove_dead_letter(&mut self, me: &AgentRef, mbox: u64, ty: TypeId) -> bool {
+        match self.dead_letters.remove(&(mbox, ty)) {
+            Some(slot) => {
+                self.release(slot);
+                self.unuse_mbox(me, mbox, ty);
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub(crate) fn set_filter(
+        &mut self,
+        me: &AgentRef,
+        mbox: &Mbox,
+        ty: MessageType,
+        filter: DeliveryFilter,
+    ) -> Result<(), SubscribeError> {
+        if self.finished {
+            return Err(SubscribeError::AgentFinished);
+        }
+        mbox.set_delivery_filter(ty, filter, me)?;
+        self.filters
+            .insert((mbox.id().0, ty.type_id()), (mbox.clone(), ty));
+        Ok(())
+    }
+
+    pub(crate) fn drop_filter(&mut self, me: &AgentRef, mbox: &Mbox, ty: MessageType) {
+        if self.filters.remove(&(mbox.id().0, ty.type_id())).is_some() {
+            mbox.drop_delivery_filter(ty, me);
+        }
+    }
+
+    /// Drops every subscription and filter at the mboxes (end of the agent's life).
+    pub(crate) fn drop_all(&mut self, me: &AgentRef) {
+        self.finished = true;
+        for key in self.mboxes.keys() {
+            if let Some(u) = self.mboxes.remove(&key) {
+                u.mbox.unsubscribe(u.ty, me);
+            }
+        }
+        for key in self.filters.keys() {
+            if let Some((mbox, ty)) = self.filters.remove(&key) {
+                mbox.drop_delivery_filter(ty, me);
+            }
+        }
+        self.index = SmallMap::default();
+        self.dead_letters = SmallMap::default();
+    }
+}
+
+/// The action a new subscription carries: a fresh handler or a fixed action.
+pub(crate) enum NewAction<A: Agent> {
+    Handler(EventFn<A>),
+    Action(Action),
+}
+
+/// Declares subscriptions to one mbox, in one or more states.
+///
+/// Made by [`Context::subscribe`] and [`Context::subscribe_self`]. With no
+/// [`in_state`](Self::in_state) the subscription is made in the agent's default state.
+/// Each finishing method subscribes one message type.
+///
+/// # Examples
+///
+/// ```
+/// use agentbox::prelude::*;
+///
+/// struct Tick;
+/// struct Counter { ticks: u32, paused: State }
+///
+/// impl Agent for Counter {
+///     fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+///         let default = ctx.default_state().clone();
+///         ctx.subscribe_self().in_state(&default).event(|a: &mut Self, ctx, _: &Tick| {
+///             a.ticks += 1;
+///             if a.ticks == 3 {
+///                 ctx.deregister_coop(DeregReason::Normal);
+///             }
+///         })?;
+///         // In `paused`, ticks are dropped without looking at the parent states.
+///         ctx.subscribe_self().in_state(&self.paused).suppress::<Tick>()?;
+///         Ok(())
+///     }
+///     fn on_start(&mut self, ctx: &mut Context<Self>) {
+///         for _ in 0..3 {
+///             send(&ctx.direct_mbox(), Tick).unwrap();
+///         }
+///     }
+/// }
+///
+/// Environment::launch(|env| {
+///     env.introduce_coop(|coop| {
+///         coop.add_agent(Counter { ticks: 0, paused: State::new("paused") });
+///     }).unwrap();
+/// }).unwrap();
+/// ```
+pub struct SubscriptionBuilder<'c, A: Agent> {
+    ctx: &'c mut Context<A>,
+    mbox: Mbox,
+    states: SmallVec<[State; 1]>,
+}
+
+impl<'c, A: Agent> SubscriptionBuilder<'c, A> {
+    pub(crate) fn new(ctx: &'c mut Context<A>, mbox: Mbox) -> Self {
+        SubscriptionBuilder {
+            ctx,
+            mbox,
+            states: SmallVec::new(),
+        }
+    }
+
+    /// Adds a state the subscription is made in (may be called several times).
+    pub fn in_state(mut self, state: &State) -> Self {
+        self.states.push(state.clone());
+        self
+    }
+
+    fn add(self, ty: MessageType, action: NewAction<A>) -> Result<(), SubscribeError> {
+        let SubscriptionBuilder {
+            ctx,
+            mbox,
+            mut states,
+        } = self;
+        if states.is_empty() {
+            states.push(ctx.states.default.clone());
+        }
+        let me = ctx.me()?;
+        ctx.subs.add(&me, &mbox, ty, &states, action)
+    }
+
+    /// Handles immutable messages of type `M` with `handler(agent, ctx, &msg)`.
+    ///
+    /// # Errors
+    ///
+    /// [`SubscribeError::Duplicate`] if a handler exists for `M` from this mbox in one of
+    /// the states; whatever the mbox refuses.
+    pub fn event<M, F>(self, mut handler: F) -> Result<(), SubscribeError>
+    where
+        M: Send + Sync + 'static,
+        F: FnMut(&mut A, &mut Context<A>, &M) + Send + 'static,
+    {
+        self.add(
+            MessageType::of::<M>(),
+            NewAction::Handler(Box::new(move |a, ctx, msg| {
+                if let Some(m) = msg.downcast_ref::<M>() {
+                    handler(a, ctx, m)
+                }
+            })),
+        )
+    }
+
+    /// Handles [`Mutable`](crate::Mutable) messages of type `M`; the handler takes the value.
+    ///
+    /// # Errors
+    ///
+    /// [`SubscribeError::MutableFromMultiConsumer`] on a multi-consumer mbox; as
+    /// [`event`](Self::event) otherwise.
+    pub fn event_mutable<M, F>(self, mut handler: F) -> Result<(), SubscribeError>
+    where
+        M: Send + 'static,
+        F: FnMut(&mut A, &mut Context<A>, M) + Send + 'static,
+    {
+        self.add(
+            MessageType::of_mutable::<M>(),
+            NewAction::Handler(Box::new(move |a, ctx, msg| {
+                if let Some(m) = msg.take_mutable::<M>() {
+                    handler(a, ctx, m)
+                }
+            })),
+        )
+    }
+
+    /// On `M`, switches to `target` and handles the same message there (SObjectizer's
+    /// `transfer_to_state`). Coming back to a state already passed for the message is a
+    /// [`StateError::TransferLoop`](crate::StateError::TransferLoop), handled as a failure
+    /// of the agent by its exception reaction.
+    ///
+    /// # Errors
+    ///
+    /// As [`event`](Self::event).
+    pub fn transfer_to_state<M: 'static>(self, target: &State) -> Result<(), SubscribeError> {
+        let a = Action::TransferTo(target.clone());
+        self.add(MessageType::of::<M>(), NewAction::Action(a))
+    }
+
+    /// On `M`, switches to `target`; the message is consumed.
+    ///
+    /// # Errors
+    ///
+    /// As [`event`](Self::event).
+    pub fn just_switch_to<M: 'static>(self, target: &State) -> Result<(), SubscribeError> {
+        let a = Action::JustSwitchTo(target.clone());
+        self.add(MessageType::of::<M>(), NewAction::Action(a))
+    }
+
+    /// Drops `M` in these states without looking in their parent states.
+    ///
+    /// # Errors
+    ///
+    /// As [`event`](Self::event).
+    pub fn suppress<M: 'static>(self) -> Result<(), SubscribeError> {
+        self.add(MessageType::of::<M>(), NewAction::Action(Action::Suppress))
+    }
+
+    /// Handles `M` from this mbox when no state on the current path has a subscription for
+    /// it (the states given with `in_state` are ignored).
+    ///
+    /// # Errors
+    ///
+    /// [`SubscribeError::Duplicate`] if a dead-letter handler exists for `M` from this mbox.
+    pub fn dead_letter<M, F>(self, mut handler: F) -> Result<(), SubscribeError>
+    where
+        M: Send + Sync + 'static,
+        F: FnMut(&mut A, &mut Context<A>, &M) + Send + 'static,
+    {
+        let SubscriptionBuilder { ctx, mbox, .. } = self;
+        let me = ctx.me()?;
+        let h: EventFn<A> = Box::new(move |a, ctx, msg| {
+            if let Some(m) = msg.downcast_ref::<M>() {
+                handler(a, ctx, m)
+            }
+        });
+        ctx.subs
+            .add_dead_letter(&me, &mbox, MessageType::of::<M>(), h)
+    }
+}

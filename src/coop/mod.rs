@@ -1,0 +1,227 @@
+//! Cooperations: agents registered and deregistered as one unit.
+//!
+//! The protocols are in `protocol.rs`, written as numbered steps with their races.
+
+mod protocol;
+
+use std::fmt;
+use std::sync::{Arc, Weak};
+
+use thiserror::Error;
+
+pub(crate) use protocol::{register, CoopInner};
+
+use crate::agent::{self, Agent, AgentArc, DefineError};
+use crate::dispatcher::{BindError, Binder};
+use crate::environment::Environment;
+use crate::exception::ExceptionReaction;
+use crate::mbox::{Mbox, Repr};
+
+/// Why a coop was deregistered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DeregReason {
+    /// The coop finished its work.
+    Normal,
+    /// The environment is stopping.
+    Shutdown,
+    /// Its parent coop was deregistered.
+    Parent,
+    /// A handler panicked (or failed) and the exception reaction was `DeregisterCoop`.
+    Panic,
+    /// An application-defined reason.
+    User(u32),
+}
+
+/// A coop being put together: add agents, set options, then register it with
+/// [`Environment::register_coop`] (or build it inside
+/// [`Environment::introduce_coop`]). Agents added to a coop that is dropped unregistered
+/// are dropped too.
+pub struct Coop {
+    pub(crate) env: Environment,
+    pub(crate) agents: Vec<(AgentArc, Option<Binder>)>,
+    pub(crate) parent: Option<CoopHandle>,
+    pub(crate) binder: Option<Binder>,
+    pub(crate) reaction: ExceptionReaction,
+    pub(crate) reg_notify: Vec<Mbox>,
+    pub(crate) dereg_notify: Vec<Mbox>,
+}
+
+impl Coop {
+    pub(crate) fn new(env: Environment, parent: Option<CoopHandle>) -> Self {
+        Coop {
+            env,
+            agents: Vec::new(),
+            parent,
+            binder: None,
+            reaction: ExceptionReaction::Inherit,
+            reg_notify: Vec::new(),
+            dereg_notify: Vec::new(),
+        }
+    }
+
+    /// Adds an agent bound with the coop's binder; returns its direct mbox. Messages sent to
+    /// it before the coop is registered wait and are handled after the agent's `on_start`.
+    pub fn add_agent<A: Agent>(&mut self, agent: A) -> Mbox {
+        self.add(agent, None)
+    }
+
+    /// Adds an agent bound with its own `binder`; returns its direct mbox.
+    pub fn add_agent_with_binder<A: Agent>(&mut self, agent: A, binder: Binder) -> Mbox {
+        self.add(agent, Some(binder))
+    }
+
+    fn add<A: Agent>(&mut self, agent: A, binder: Option<Binder>) -> Mbox {
+        let cell = agent::create(agent, &self.env);
+        let mbox = Mbox(Repr::Direct(cell.clone()));
+        self.agents.push((cell, binder));
+        mbox
+    }
+
+    /// The binder for agents added without one (default: the environment's default
+    /// `one_thread` dispatcher).
+    pub fn set_binder(&mut self, binder: Binder) -> &mut Self {
+        self.binder = Some(binder);
+        self
+    }
+
+    /// The exception reaction for agents that inherit theirs (default: inherit from the
+    /// parent coop, then the environment).
+    pub fn set_exception_reaction(&mut self, reaction: ExceptionReaction) -> &mut Self {
+        self.reaction = reaction;
+        self
+    }
+
+    /// Sends [`CoopRegistered`] to `mbox` once the coop is registered.
+    pub fn add_reg_notificator(&mut self, mbox: &Mbox) -> &mut Self {
+        self.reg_notify.push(mbox.clone());
+        self
+    }
+
+    /// Sends [`CoopDeregistered`] to `mbox` once the coop is completely deregistered.
+    pub fn add_dereg_notificator(&mut self, mbox: &Mbox) -> &mut Self {
+        self.dereg_notify.push(mbox.clone());
+        self
+    }
+
+    /// The parent coop, if this is a child coop.
+    pub fn parent(&self) -> Option<&CoopHandle> {
+        self.parent.as_ref()
+    }
+
+    /// Number of agents added so far.
+    pub fn len(&self) -> usize {
+        self.agents.len()
+    }
+
+    /// Whether no agent has been added.
+    pub fn is_empty(&self) -> bool {
+        self.agents.is_empty()
+    }
+}
+
+impl Drop for Coop {
+    fn drop(&mut self) {
+        for (a, _) in self.agents.drain(..) {
+            a.exec.discard();
+        }
+    }
+}
+
+impl fmt::Debug for Coop {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Coop")
+            .field("agents", &self.agents.len())
+            .finish()
+    }
+}
+
+/// A handle to a registered coop. Weak: it does not keep the coop alive.
+#[derive(Clone)]
+pub struct CoopHandle {
+    id: u64,
+    inner: Weak<CoopInner>,
+}
+
+impl CoopHandle {
+    pub(crate) fn from_inner(inner: &Arc<CoopInner>) -> Self {
+        CoopHandle {
+            id: inner.id,
+            inner: Arc::downgrade(inner),
+        }
+    }
+
+    pub(crate) fn upgrade(&self) -> Option<Arc<CoopInner>> {
+        self.inner.upgrade()
+    }
+
+    /// The coop's unique id.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Starts deregistering the coop (nothing if it is already going or gone).
+    pub fn deregister(&self, reason: DeregReason) {
+        if let Some(c) = self.inner.upgrade() {
+            c.deregister(reason);
+        }
+    }
+
+    /// Whether the coop is registered and not deregistering.
+    pub fn is_registered(&self) -> bool {
+        self.inner.upgrade().is_some_and(|c| c.is_registered())
+    }
+}
+
+impl PartialEq for CoopHandle {
+    fn eq(&self, other: &Self) -> bool {
+        self.id == other.id
+    }
+}
+impl Eq for CoopHandle {}
+
+impl fmt::Debug for CoopHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Coop({})", self.id)
+    }
+}
+
+/// Sent to a coop's registration notificators once it is registered.
+#[derive(Debug, Clone)]
+pub struct CoopRegistered {
+    /// The coop.
+    pub coop: CoopHandle,
+}
+
+/// Sent to a coop's deregistration notificators once it is completely deregistered (all
+/// its agents finished, all its children gone).
+#[derive(Debug, Clone)]
+pub struct CoopDeregistered {
+    /// The coop (no longer alive).
+    pub coop: CoopHandle,
+    /// Why it was deregistered.
+    pub reason: DeregReason,
+}
+
+/// Why a coop could not be registered. Its agents are dropped.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum RegisterError {
+    /// The environment is stopping.
+    #[error("the environment is shutting down")]
+    ShuttingDown,
+    /// The parent coop is gone or deregistering.
+    #[error("the parent coop is not registered")]
+    ParentNotRegistered,
+    /// An agent's `define` failed.
+    #[error("agent #{index} of the coop failed in define: {source}")]
+    Define {
+        /// The agent's position in the coop.
+        index: usize,
+        /// What failed.
+        #[source]
+        source: DefineError,
+    },
+    /// A dispatcher could not bind an agent.
+    #[error(transparent)]
+    Bind(#[from] BindError),
+}

@@ -1,0 +1,302 @@
+//! Coop registration and deregistration.
+//!
+//! # Registration
+//!
+//! 1. Each agent's `define` runs on the registering thread. Subscriptions are live at once;
+//!    messages that arrive now wait in the agent's pending list.
+//! 2. Agents are sorted by priority (highest first, stable) and every binder
+//!    preallocates. A failure undoes the preallocations made so far.
+//! 3. Under the environment's lock (and the parent's) the coop is linked into the
+//!    registry and the parent's children; this fails if the environment is shutting down
+//!    or the parent is not registered.
+//! 4. Under the coop's lock each agent is bound and activated: `Start` is queued first,
+//!    then its pending demands. So no agent starts before every agent of the coop is
+//!    bound... to its queue: `on_start` of the first may run while later ones are being
+//!    activated, but messages it sends them wait in their pending lists and come after
+//!    their own `on_start`.
+//! 5. Registration notifications are sent.
+//!
+//! Any failure in 1–3 drops every agent of the coop (subscriptions included).
+//!
+//! # Deregistration
+//!
+//! 1. `deregister(reason)`: a registered coop becomes deregistering, its agents stop
+//!    handling messages (queued ones are dropped), and each child is deregistered with
+//!    reason `Parent`.
+//! 2. Once it has no children left, `Finish` is queued to each agent.
+//! 3. Each agent's `on_finish` runs, then its subscriptions and filters are dropped.
+//! 4. After the last agent finished, the coop is final: the environment's finalizer
+//!    thread unbinds the agents (a dispatcher may join the agent's own thread, which it
+//!    cannot do from that thread), drops them, unlinks the coop, sends deregistration
+//!    notifications, and lets the parent go on with its step 2.
+//!
+//! # Races
+//!
+//! - Deregistration requested during step 4 of registration (by `stop()`, or the parent)
+//!   is recorded and carried out when registration completes.
+//! - A child registering while its parent deregisters either linked before (and is
+//!   deregistered by the parent in step 1) or fails in step 3.
+//! - `Finish` of an agent not yet activated waits in its pending list behind `Start`.
+
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::{Coop, CoopDeregistered, CoopHandle, CoopRegistered, DeregReason, RegisterError};
+use crate::agent::core::{push, ACTIVE, DEREGISTERING};
+use crate::agent::{activate, AgentArc, AgentRef};
+use crate::dispatcher::{Binder, DemandKind};
+use crate::environment::{Environment, WeakEnv};
+use crate::exception::ExceptionReaction;
+use crate::mbox::{Mbox, MboxId};
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Status {
+    Registering,
+    Registered,
+    Deregistering,
+    Final,
+}
+
+struct Sync {
+    status: Status,
+    agents: Vec<(AgentArc, Binder)>,
+    children: Vec<Arc<CoopInner>>,
+    /// Agents whose `on_finish` has not completed.
+    live: usize,
+    finishing: bool,
+    reason: Option<DeregReason>,
+    dereg_requested: Option<DeregReason>,
+    dereg_notify: Vec<Mbox>,
+}
+
+pub(crate) struct CoopInner {
+    pub(crate) id: u64,
+    env: WeakEnv,
+    pub(crate) parent: Option<Arc<CoopInner>>,
+    reaction: ExceptionReaction,
+    sync: Mutex<Sync>,
+}
+
+impl CoopInner {
+    pub(crate) fn is_registered(&self) -> bool {
+        self.sync.lock().status == Status::Registered
+    }
+
+    /// The coop's reaction, inherited from its parents.
+    pub(crate) fn exception_reaction(&self) -> ExceptionReaction {
+        let mut c = Some(self);
+        while let Some(coop) = c {
+            if coop.reaction != ExceptionReaction::Inherit {
+                return coop.reaction;
+            }
+            c = coop.parent.as_deref();
+        }
+        ExceptionReaction::Inherit
+    }
+
+    /// Links a child; fails unless this coop is registered (registration step 3).
+    pub(crate) fn add_child(&self, child: &Arc<CoopInner>) -> Result<(), RegisterError> {
+        let mut s = self.sync.lock();
+        if s.status != Status::Registered {
+            return Err(RegisterError::ParentNotRegistered);
+        }
+        s.children.push(child.clone());
+        Ok(())
+    }
+
+    fn remove_child(self: &Arc<Self>, id: u64) {
+        self.sync.lock().children.retain(|c| c.id != id);
+        self.try_finish();
+    }
+
+    /// Deregistration step 1.
+    pub(crate) fn deregister(self: &Arc<Self>, reason: DeregReason) {
+        let children = {
+            let mut s = self.sync.lock();
+            match s.status {
+                Status::Registering => {
+                    s.dereg_requested.get_or_insert(reason);
+                    return;
+                }
+                Status::Registered => {}
+                Status::Deregistering | Status::Final => return,
+            }
+            s.status = Status::Deregistering;
+            s.reason = Some(reason);
+            for (a, _) in &s.agents {
+                a.core.transition(ACTIVE, DEREGISTERING);
+            }
+            s.children.clone()
+        };
+        for c in children {
+            c.deregister(DeregReason::Parent);
+        }
+        self.try_finish();
+    }
+
+    /// Deregistration step 2, once the last child is gone.
+    fn try_finish(self: &Arc<Self>) {
+        let agents: Vec<AgentArc> = {
+            let mut s = self.sync.lock();
+            if s.status != Status::Deregistering || !s.children.is_empty() || s.finishing {
+                return;
+            }
+            s.finishing = true;
+            s.live = s.agents.len();
+            s.agents.iter().map(|(a, _)| a.clone()).collect()
+        };
+        if agents.is_empty() {
+            self.schedule_final();
+        }
+        for a in &agents {
+            push(a, DemandKind::Finish);
+        }
+    }
+
+    /// Deregistration step 3 ends here for one agent.
+    pub(crate) fn agent_finished(self: &Arc<Self>) {
+        let last = {
+            let mut s = self.sync.lock();
+            s.live -= 1;
+            s.live == 0
+        };
+        if last {
+            self.schedule_final();
+        }
+    }
+
+    fn schedule_final(self: &Arc<Self>) {
+        match self.env.upgrade() {
+            Some(env) => env.schedule_final(self.clone()),
+            None => self.finalize(None),
+        }
+    }
+
+    /// Deregistration step 4, on the environment's finalizer thread.
+    pub(crate) fn finalize(self: &Arc<Self>, env: Option<&Environment>) {
+        let (agents, reason, notify) = {
+            let mut s = self.sync.lock();
+            s.status = Status::Final;
+            (
+                std::mem::take(&mut s.agents),
+                s.reason.unwrap_or(DeregReason::Normal),
+                std::mem::take(&mut s.dereg_notify),
+            )
+        };
+        for (a, binder) in agents {
+            binder.0.unbind(&AgentRef(a.clone()));
+            a.exec.discard();
+        }
+        if let Some(env) = env {
+            env.unlink_coop(self.id);
+        }
+        let handle = CoopHandle::from_inner(self);
+        for m in notify {
+            let _ = m.send(CoopDeregistered {
+                coop: handle.clone(),
+                reason,
+            });
+        }
+        if let Some(p) = &self.parent {
+            p.remove_child(self.id);
+        }
+        if let Some(env) = env {
+            env.coop_finalized();
+        }
+    }
+}
+
+/// Registration, steps 1 to 5.
+pub(crate) fn register(mut coop: Coop) -> Result<CoopHandle, RegisterError> {
+    let env = coop.env.clone();
+    let discard = |agents: &[(AgentArc, Binder)]| {
+        for (a, _) in agents {
+            a.exec.discard();
+        }
+    };
+    let parent = match &coop.parent {
+        Some(p) => Some(p.upgrade().ok_or(RegisterError::ParentNotRegistered)?),
+        None => None,
+    };
+    if env.is_shutting_down() {
+        return Err(RegisterError::ShuttingDown);
+    }
+    let default_binder = coop.binder.clone();
+    let mut agents: Vec<(AgentArc, Binder)> = std::mem::take(&mut coop.agents)
+        .into_iter()
+        .map(|(a, b)| {
+            let b = b
+                .or_else(|| default_binder.clone())
+                .unwrap_or_else(|| env.default_binder());
+            (a, b)
+        })
+        .collect();
+    let inner = Arc::new(CoopInner {
+        id: MboxId::next().0,
+        env: env.downgrade(),
+        parent,
+        reaction: coop.reaction,
+        sync: Mutex::new(Sync {
+            status: Status::Registering,
+            agents: Vec::new(),
+            children: Vec::new(),
+            live: 0,
+            finishing: false,
+            reason: None,
+            dereg_requested: None,
+            dereg_notify: std::mem::take(&mut coop.dereg_notify),
+        }),
+    });
+    // Step 1.
+    for (index, (a, _)) in agents.iter().enumerate() {
+        let _ = a.core.coop.set(Arc::downgrade(&inner));
+        if let Err(source) = a.exec.define() {
+            discard(&agents);
+            return Err(RegisterError::Define { index, source });
+        }
+    }
+    // Step 2.
+    agents.sort_by_key(|(a, _)| std::cmp::Reverse(a.core.priority));
+    for i in 0..agents.len() {
+        let (a, b) = &agents[i];
+        if let Err(e) = b.0.preallocate(&AgentRef(a.clone())) {
+            for (a, b) in &agents[..i] {
+                b.0.undo_preallocation(&AgentRef(a.clone()));
+            }
+            discard(&agents);
+            return Err(e.into());
+        }
+    }
+    // Step 3.
+    if let Err(e) = env.link_coop(&inner) {
+        for (a, b) in &agents {
+            b.0.undo_preallocation(&AgentRef(a.clone()));
+        }
+        discard(&agents);
+        return Err(e);
+    }
+    // Step 4.
+    let requested = {
+        let mut s = inner.sync.lock();
+        for (a, b) in &agents {
+            let queue = b.0.bind(&AgentRef(a.clone()));
+            a.core.set_status(ACTIVE);
+            activate(a, queue);
+        }
+        s.agents = agents;
+        s.status = Status::Registered;
+        s.dereg_requested.take()
+    };
+    let handle = CoopHandle::from_inner(&inner);
+    // Step 5.
+    for m in &coop.reg_notify {
+        let _ = m.send(CoopRegistered {
+            coop: handle.clone(),
+        });
+    }
+    if let Some(reason) = requested {
+        inner.deregister(reason);
+    }
+    Ok(handle)
+}

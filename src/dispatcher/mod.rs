@@ -1,0 +1,178 @@
+//! Dispatchers own the demand queues and the worker threads; agents are bound to one for
+//! their whole life through a [`Binder`].
+//!
+//! | kind | threads | queue | ordering guarantee |
+//! |---|---|---|---|
+//! | [`one_thread`] | one | one FIFO for all its agents | global FIFO per sender |
+//!
+//! Every dispatcher keeps the guarantees of the crate docs: an agent's handlers never run
+//! concurrently, `on_start` runs first and `on_finish` last, and one sender's messages to
+//! one receiver through one mbox are handled in send order.
+//!
+//! # Lifetime
+//!
+//! A dispatcher lives while its [`DispatcherHandle`], any [`Binder`] made from it, or any
+//! agent bound to it is alive; after the last one goes, its threads are stopped and joined.
+
+pub mod one_thread;
+pub(crate) mod serial;
+
+use std::fmt;
+use std::sync::Arc;
+
+use thiserror::Error;
+
+use crate::agent::{AgentArc, AgentRef};
+use crate::mbox::MboxId;
+use crate::message::Message;
+
+/// One queued execution for one agent.
+pub(crate) struct Demand {
+    pub(crate) agent: AgentArc,
+    pub(crate) kind: DemandKind,
+}
+
+pub(crate) enum DemandKind {
+    /// `on_start`: always the first demand an agent handles.
+    Start,
+    /// `on_finish`: always the last.
+    Finish,
+    /// A message from mbox `mbox`.
+    Message { mbox: MboxId, msg: Message },
+}
+
+impl Demand {
+    /// Runs the demand on the calling (worker) thread. Panics of user code are caught
+    /// inside and handed to the exception reaction.
+    #[inline]
+    pub(crate) fn run(self) {
+        let Demand { agent, kind } = self;
+        agent.exec.execute(&agent, kind);
+    }
+}
+
+/// A queue a dispatcher gives to each bound agent.
+pub(crate) trait EventQueue: Send + Sync {
+    /// Queues one demand; never blocks. A queue whose worker has stopped drops it.
+    fn push(&self, demand: Demand);
+}
+
+/// What a dispatcher does for the coop registration protocol (see `coop`).
+pub(crate) trait BinderImpl: Send + Sync {
+    /// Reserves resources for `agent` (a thread, a queue); may fail. Runs for every agent
+    /// of a coop before any agent is bound.
+    fn preallocate(&self, agent: &AgentRef) -> Result<(), BindError>;
+    /// Releases what `preallocate` reserved when the registration fails later.
+    fn undo_preallocation(&self, agent: &AgentRef);
+    /// Binds the agent: returns the queue its demands go to. Cannot fail.
+    fn bind(&self, agent: &AgentRef) -> Arc<dyn EventQueue>;
+    /// Called once after the agent's `on_finish`, off the dispatcher's own threads.
+    fn unbind(&self, agent: &AgentRef);
+}
+
+/// Binds agents to the dispatcher it was made from; give it to a coop.
+///
+/// # Examples
+///
+/// ```
+/// use agentbox::prelude::*;
+/// use agentbox::dispatcher::one_thread;
+///
+/// struct Worker;
+/// impl Agent for Worker {
+///     fn on_start(&mut self, ctx: &mut Context<Self>) {
+///         ctx.deregister_coop(DeregReason::Normal);
+///     }
+/// }
+///
+/// Environment::launch(|env| {
+///     let disp = one_thread::Builder::new().name("io").build().unwrap();
+///     env.introduce_coop(|coop| {
+///         coop.set_binder(disp.binder());
+///         coop.add_agent(Worker);
+///     }).unwrap();
+/// }).unwrap();
+/// ```
+#[derive(Clone)]
+pub struct Binder(pub(crate) Arc<dyn BinderImpl>);
+
+impl fmt::Debug for Binder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Binder")
+    }
+}
+
+/// A handle to a running dispatcher, whatever its kind.
+#[derive(Clone)]
+pub struct DispatcherHandle {
+    binder: Binder,
+    name: Arc<str>,
+    kind: &'static str,
+}
+
+impl DispatcherHandle {
+    pub(crate) fn new(kind: &'static str, name: Arc<str>, binder: Binder) -> Self {
+        DispatcherHandle { binder, name, kind }
+    }
+
+    /// A binder that binds agents to this dispatcher.
+    pub fn binder(&self) -> Binder {
+        self.binder.clone()
+    }
+
+    /// The dispatcher's name (given to its builder, or made up).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The kind, e.g. `"one_thread"`.
+    pub fn kind(&self) -> &'static str {
+        self.kind
+    }
+}
+
+impl fmt::Debug for DispatcherHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Dispatcher({}/{})", self.kind, self.name)
+    }
+}
+
+/// Why a dispatcher could not be built.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// The OS refused a worker thread.
+    #[error("cannot spawn a dispatcher thread: {0}")]
+    Spawn(#[source] std::io::Error),
+    /// A builder parameter is out of range.
+    #[error("invalid dispatcher parameter: {0}")]
+    InvalidParameter(&'static str),
+}
+
+/// Why an agent could not be bound to a dispatcher.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum BindError {
+    /// The OS refused a thread the binding needed.
+    #[error("cannot spawn a thread for the agent: {0}")]
+    Spawn(#[source] std::io::Error),
+    /// The dispatcher has been shut down.
+    #[error("the dispatcher has been shut down")]
+    Shutdown,
+}
+
+/// A binder that refuses every agent: what a stopped environment hands out.
+pub(crate) fn stopped_binder() -> Binder {
+    struct Stopped;
+    impl BinderImpl for Stopped {
+        fn preallocate(&self, _agent: &AgentRef) -> Result<(), BindError> {
+            Err(BindError::Shutdown)
+        }
+        fn undo_preallocation(&self, _agent: &AgentRef) {}
+        fn bind(&self, _agent: &AgentRef) -> Arc<dyn EventQueue> {
+            unreachable!("preallocation always fails")
+        }
+        fn unbind(&self, _agent: &AgentRef) {}
+    }
+    Binder(Arc::new(Stopped))
+}

@@ -1,0 +1,108 @@
+//! `one_thread`: one worker thread and one FIFO queue shared by all agents bound to it.
+//!
+//! The environment's default dispatcher is one of these.
+//!
+//! # Examples
+//!
+//! ```
+//! use agentbox::dispatcher::one_thread;
+//! let disp = one_thread::Builder::new().name("net").build().unwrap();
+//! assert_eq!(disp.kind(), "one_thread");
+//! assert_eq!(disp.name(), "net");
+//! ```
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::{JoinHandle, ThreadId};
+
+use parking_lot::Mutex;
+
+use super::serial::SerialQueue;
+use super::{BindError, Binder, BinderImpl, BuildError, DispatcherHandle, EventQueue};
+use crate::agent::AgentRef;
+
+/// Builds a `one_thread` dispatcher.
+#[derive(Debug, Default, Clone)]
+pub struct Builder {
+    name: Option<String>,
+}
+
+impl Builder {
+    /// A builder with the defaults: a generated name.
+    pub fn new() -> Self {
+        Builder::default()
+    }
+
+    /// The dispatcher's name, also its thread's name (default: `one_thread-N`).
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Starts the worker thread.
+    ///
+    /// # Errors
+    ///
+    /// [`BuildError::Spawn`] if the thread cannot be started.
+    pub fn build(self) -> Result<DispatcherHandle, BuildError> {
+        static SEQ: AtomicU64 = AtomicU64::new(1);
+        let name: Arc<str> = match self.name {
+            Some(n) => n.into(),
+            None => format!("one_thread-{}", SEQ.fetch_add(1, Ordering::Relaxed)).into(),
+        };
+        let queue = SerialQueue::new();
+        let worker_queue = queue.clone();
+        let thread = std::thread::Builder::new()
+            .name(name.to_string())
+            .spawn(move || worker_queue.run())
+            .map_err(BuildError::Spawn)?;
+        let core = Arc::new(Core {
+            thread_id: thread.thread().id(),
+            thread: Mutex::new(Some(thread)),
+            queue,
+        });
+        Ok(DispatcherHandle::new(
+            "one_thread",
+            name,
+            Binder(Arc::new(OneThreadBinder { core })),
+        ))
+    }
+}
+
+/// Owns the thread: dropped when the last handle, binder and bound agent are gone.
+struct Core {
+    queue: Arc<SerialQueue>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    thread_id: ThreadId,
+}
+
+impl Drop for Core {
+    fn drop(&mut self) {
+        self.queue.stop();
+        if let Some(t) = self.thread.lock().take() {
+            // The last reference may die on the worker itself (a handler dropping a handle):
+            // it cannot join itself, and it stops right after this demand anyway.
+            if std::thread::current().id() != self.thread_id {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+struct OneThreadBinder {
+    core: Arc<Core>,
+}
+
+impl BinderImpl for OneThreadBinder {
+    fn preallocate(&self, _agent: &AgentRef) -> Result<(), BindError> {
+        Ok(())
+    }
+
+    fn undo_preallocation(&self, _agent: &AgentRef) {}
+
+    fn bind(&self, _agent: &AgentRef) -> Arc<dyn EventQueue> {
+        self.core.queue.clone()
+    }
+
+    fn unbind(&self, _agent: &AgentRef) {}
+}

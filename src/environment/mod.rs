@@ -1,0 +1,433 @@
+//! The environment: the container of coops, mboxes and dispatchers.
+//!
+//! # Stop
+//!
+//! 1. [`Environment::stop`] with stop guards installed calls each guard's
+//!    [`StopGuard::stop`] once and returns; the stop goes on when the last guard is
+//!    removed. Registration still works meanwhile.
+//! 2. The environment becomes *shutting down*: registering fails with
+//!    [`RegisterError::ShuttingDown`], and every top-level coop is deregistered with
+//!    reason `Shutdown` (their children with reason `Parent`). Agents still get `on_finish`.
+//! 3. When the last coop is final, [`Environment::launch`] stops the finalizer thread and
+//!    the default dispatcher and returns.
+//!
+//! Autoshutdown: when the last coop is final and `launch`'s init has returned, the
+//! environment stops by itself (unless [`EnvParams::disable_autoshutdown`]).
+
+mod params;
+mod stop_guard;
+mod wrapped;
+
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::{Arc, Weak};
+
+use ahash::AHashMap;
+use crossbeam_channel::{Receiver, Sender};
+use parking_lot::{Condvar, Mutex};
+use thiserror::Error;
+
+pub use params::EnvParams;
+pub use stop_guard::{StopGuard, StopGuardError};
+pub use wrapped::WrappedEnv;
+
+use crate::coop::{self, Coop, CoopHandle, CoopInner, DeregReason, RegisterError};
+use crate::dispatcher::{one_thread, Binder, BuildError, DispatcherHandle};
+use crate::exception::ExceptionReaction;
+use crate::mbox::named::NamedRegistry;
+use crate::mbox::{mpmc, unique, Mbox, Repr};
+
+/// Why an environment could not run.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum LaunchError {
+    /// The default dispatcher could not start.
+    #[error("cannot start the default dispatcher: {0}")]
+    Dispatcher(#[from] BuildError),
+    /// A thread of the environment could not be started.
+    #[error("cannot spawn an environment thread: {0}")]
+    Spawn(#[source] std::io::Error),
+    /// The init function of a wrapped environment panicked.
+    #[error("the init function panicked: {0}")]
+    InitPanicked(String),
+}
+
+/// A handle to an environment; cheap to clone.
+///
+/// # Examples
+///
+/// ```
+/// use agentbox::prelude::*;
+///
+/// struct Hello;
+/// impl Agent for Hello {
+///     fn on_start(&mut self, ctx: &mut Context<Self>) {
+///         println!("hello from agent {}", ctx.agent_id());
+///         ctx.deregister_coop(DeregReason::Normal);
+///     }
+/// }
+///
+/// // Returns once the last coop is gone (autoshutdown).
+/// Environment::launch(|env| {
+///     env.introduce_coop(|coop| { coop.add_agent(Hello); }).unwrap();
+/// }).unwrap();
+/// ```
+#[derive(Clone)]
+pub struct Environment(pub(crate) Arc<EnvInner>);
+
+/// A weak handle, held by mboxes, agents and coops so that they never keep an environment
+/// alive.
+#[derive(Clone)]
+pub(crate) struct WeakEnv(Weak<EnvInner>);
+
+impl WeakEnv {
+    pub(crate) fn upgrade(&self) -> Option<Environment> {
+        self.0.upgrade().map(Environment)
+    }
+}
+
+pub(crate) struct EnvInner {
+    state: Mutex<EnvState>,
+    finished: Condvar,
+    named: Arc<NamedRegistry>,
+    default_disp: Mutex<Option<DispatcherHandle>>,
+    final_tx: Sender<FinalCmd>,
+    reaction: ExceptionReaction,
+    logger: Option<params::ErrorLogger>,
+    autoshutdown: bool,
+}
+
+#[derive(Default)]
+struct EnvState {
+    coops: AHashMap<u64, Arc<CoopInner>>,
+    stop_requested: bool,
+    guards_notified: bool,
+    guards: Vec<Arc<dyn StopGuard>>,
+    shutting_down: bool,
+    finished: bool,
+    init_done: bool,
+}
+
+enum FinalCmd {
+    Final(Arc<CoopInner>),
+    Exit,
+}
+
+impl Environment {
+    /// Runs an environment with default parameters: `init` runs on the calling thread,
+    /// then the call blocks until the environment stops.
+    ///
+    /// If `init` panics, the environment is stopped and the panic resumes after shutdown.
+    ///
+    /// # Errors
+    ///
+    /// [`LaunchError`] if the environment's threads cannot start.
+    pub fn launch<F: FnOnce(&Environment)>(init: F) -> Result<(), LaunchError> {
+        Self::launch_with(EnvParams::new(), init)
+    }
+
+    /// [`launch`](Self::launch) with parameters.
+    ///
+    /// # Errors
+    ///
+    /// As [`launch`](Self::launch).
+    pub fn launch_with<F: FnOnce(&Environment)>(
+        params: EnvParams,
+        init: F,
+    ) -> Result<(), LaunchError> {
+        let default = one_thread::Builder::new()
+            .name("agentbox-default")
+            .build()?;
+        let (final_tx, final_rx) = crossbeam_channel::unbounded();
+        let env = Environment(Arc::new(EnvInner {
+            state: Mutex::new(EnvState::default()),
+            finished: Condvar::new(),
+            named: Arc::new(NamedRegistry::default()),
+            default_disp: Mutex::new(Some(default)),
+            final_tx,
+            reaction: params.exception_reaction,
+            logger: params.error_logger,
+            autoshutdown: params.autoshutdown,
+        }));
+        let weak = env.downgrade();
+        let finalizer = std::thread::Builder::new()
+            .name("agentbox-finalizer".into())
+            .spawn(move || run_finalizer(final_rx, weak))
+            .map_err(LaunchError::Spawn)?;
+
+        let outcome = catch_unwind(AssertUnwindSafe(|| init(&env)));
+        env.0.state.lock().init_done = true;
+        if outcome.is_err() {
+            env.stop();
+        } else {
+            env.maybe_autoshutdown();
+        }
+        {
+            let mut st = env.0.state.lock();
+            while !st.finished {
+                env.0.finished.wait(&mut st);
+            }
+        }
+        let _ = env.0.final_tx.send(FinalCmd::Exit);
+        let _ = finalizer.join();
+        // Joins the default dispatcher's thread (no agent is bound to it any more).
+        drop(env.0.default_disp.lock().take());
+        if let Err(panic) = outcome {
+            resume_unwind(panic);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn downgrade(&self) -> WeakEnv {
+        WeakEnv(Arc::downgrade(&self.0))
+    }
+
+    /// Starts stopping the environment (see the module docs); returns at once.
+    pub fn stop(&self) {
+        enum Next {
+            Nothing,
+            NotifyGuards(Vec<Arc<dyn StopGuard>>),
+            Deregister(Vec<Arc<CoopInner>>),
+        }
+        let next = {
+            let mut st = self.0.state.lock();
+            if st.shutting_down {
+                Next::Nothing
+            } else if !st.guards.is_empty() {
+                st.stop_requested = true;
+                if st.guards_notified {
+                    Next::Nothing
+                } else {
+                    st.guards_notified = true;
+                    Next::NotifyGuards(st.guards.clone())
+                }
+            } else {
+                st.stop_requested = true;
+                st.shutting_down = true;
+                let mut roots: Vec<_> = st
+                    .coops
+                    .values()
+                    .filter(|c| c.parent.is_none())
+                    .cloned()
+                    .collect();
+                roots.sort_by_key(|c| c.id);
+                Next::Deregister(roots)
+            }
+        };
+        match next {
+            Next::Nothing => {}
+            Next::NotifyGuards(guards) => {
+                for g in guards {
+                    g.stop();
+                }
+            }
+            Next::Deregister(roots) => {
+                for c in roots {
+                    c.deregister(DeregReason::Shutdown);
+                }
+                self.check_finished();
+            }
+        }
+    }
+
+    /// Whether [`stop`](Self::stop) has begun the shutdown (after any stop guards).
+    pub fn is_shutting_down(&self) -> bool {
+        self.0.state.lock().shutting_down
+    }
+
+    /// Installs a stop guard: a later [`stop`](Self::stop) waits until it is removed.
+    ///
+    /// # Errors
+    ///
+    /// [`StopGuardError::StopInProgress`] once a stop has been requested.
+    pub fn setup_stop_guard(&self, guard: Arc<dyn StopGuard>) -> Result<(), StopGuardError> {
+        let mut st = self.0.state.lock();
+        if st.stop_requested {
+            return Err(StopGuardError::StopInProgress);
+        }
+        st.guards.push(guard);
+        Ok(())
+    }
+
+    /// Removes a stop guard; if a stop is waiting for the last one, it proceeds.
+    pub fn remove_stop_guard(&self, guard: &Arc<dyn StopGuard>) {
+        let proceed = {
+            let mut st = self.0.state.lock();
+            st.guards.retain(|g| !Arc::ptr_eq(g, guard));
+            st.guards.is_empty() && st.stop_requested && !st.shutting_down
+        };
+        if proceed {
+            self.stop();
+        }
+    }
+
+    /// A new anonymous multi-consumer mbox.
+    pub fn create_mbox(&self) -> Mbox {
+        Mbox(Repr::Mpmc(mpmc::create(self.downgrade())))
+    }
+
+    /// The named multi-consumer mbox `name`: the same mbox while any handle to it lives,
+    /// a new one after the last handle is dropped.
+    pub fn named_mbox(&self, name: &str) -> Mbox {
+        Mbox(Repr::Mpmc(
+            self.0.named.get_or_create(name, self.downgrade()),
+        ))
+    }
+
+    /// Number of named mboxes alive.
+    pub fn named_mbox_count(&self) -> usize {
+        self.0.named.len()
+    }
+
+    /// A new single-consumer mbox that any agent may subscribe to, but only one agent per
+    /// message type; it carries mutable messages and has no delivery filters.
+    pub fn create_unique_subscribers_mbox(&self) -> Mbox {
+        Mbox(Repr::Unique(Arc::new(unique::UniqueMbox::new(
+            self.downgrade(),
+        ))))
+    }
+
+    /// A binder for the environment's default `one_thread` dispatcher.
+    ///
+    /// # Panics
+    ///
+    /// Never while the environment runs; after `launch` returned, a binder to a stopped
+    /// dispatcher is returned (registration fails earlier with `ShuttingDown`).
+    pub fn default_binder(&self) -> Binder {
+        match &*self.0.default_disp.lock() {
+            Some(d) => d.binder(),
+            None => crate::dispatcher::stopped_binder(),
+        }
+    }
+
+    /// A new coop to fill and register.
+    pub fn make_coop(&self) -> Coop {
+        Coop::new(self.clone(), None)
+    }
+
+    /// A new child coop of `parent`: deregistered when `parent` is, and before it.
+    pub fn make_child_coop(&self, parent: &CoopHandle) -> Coop {
+        Coop::new(self.clone(), Some(parent.clone()))
+    }
+
+    /// Registers a coop (see `coop`'s protocol).
+    ///
+    /// # Errors
+    ///
+    /// [`RegisterError`]; the coop's agents are dropped.
+    pub fn register_coop(&self, coop: Coop) -> Result<CoopHandle, RegisterError> {
+        coop::register(coop)
+    }
+
+    /// Makes a coop, lets `fill` add its agents, registers it, and returns what `fill`
+    /// returned.
+    ///
+    /// # Errors
+    ///
+    /// As [`register_coop`](Self::register_coop).
+    pub fn introduce_coop<R>(&self, fill: impl FnOnce(&mut Coop) -> R) -> Result<R, RegisterError> {
+        let mut coop = self.make_coop();
+        let r = fill(&mut coop);
+        self.register_coop(coop).map(|_| r)
+    }
+
+    /// [`introduce_coop`](Self::introduce_coop) for a child coop of `parent`.
+    ///
+    /// # Errors
+    ///
+    /// As [`register_coop`](Self::register_coop).
+    pub fn introduce_child_coop<R>(
+        &self,
+        parent: &CoopHandle,
+        fill: impl FnOnce(&mut Coop) -> R,
+    ) -> Result<R, RegisterError> {
+        let mut coop = self.make_child_coop(parent);
+        let r = fill(&mut coop);
+        self.register_coop(coop).map(|_| r)
+    }
+
+    /// Number of registered coops (including deregistering ones not yet final).
+    pub fn coop_count(&self) -> usize {
+        self.0.state.lock().coops.len()
+    }
+
+    pub(crate) fn exception_reaction(&self) -> ExceptionReaction {
+        self.0.reaction
+    }
+
+    pub(crate) fn log_error(&self, line: &str) {
+        match &self.0.logger {
+            Some(l) => l(line),
+            None => eprintln!("agentbox: {line}"),
+        }
+    }
+
+    /// Coop registration step 3.
+    pub(crate) fn link_coop(&self, coop: &Arc<CoopInner>) -> Result<(), RegisterError> {
+        let mut st = self.0.state.lock();
+        if st.shutting_down {
+            return Err(RegisterError::ShuttingDown);
+        }
+        if let Some(p) = &coop.parent {
+            p.add_child(coop)?;
+        }
+        st.coops.insert(coop.id, coop.clone());
+        Ok(())
+    }
+
+    pub(crate) fn unlink_coop(&self, id: u64) {
+        self.0.state.lock().coops.remove(&id);
+    }
+
+    pub(crate) fn schedule_final(&self, coop: Arc<CoopInner>) {
+        if let Err(e) = self.0.final_tx.send(FinalCmd::Final(coop)) {
+            // The finalizer is gone only after launch returned: finish here.
+            if let FinalCmd::Final(c) = e.0 {
+                c.finalize(Some(self));
+            }
+        }
+    }
+
+    pub(crate) fn coop_finalized(&self) {
+        if self.is_shutting_down() {
+            self.check_finished();
+        } else {
+            self.maybe_autoshutdown();
+        }
+    }
+
+    fn maybe_autoshutdown(&self) {
+        let stop = {
+            let st = self.0.state.lock();
+            self.0.autoshutdown && st.init_done && st.coops.is_empty()
+        };
+        if stop {
+            self.stop();
+        }
+    }
+
+    fn check_finished(&self) {
+        let mut st = self.0.state.lock();
+        if st.shutting_down && st.coops.is_empty() && !st.finished {
+            st.finished = true;
+            self.0.finished.notify_all();
+        }
+    }
+}
+
+fn run_finalizer(rx: Receiver<FinalCmd>, env: WeakEnv) {
+    for cmd in rx {
+        match cmd {
+            FinalCmd::Final(coop) => {
+                let env = env.upgrade();
+                coop.finalize(env.as_ref());
+            }
+            FinalCmd::Exit => break,
+        }
+    }
+}
+
+impl std::fmt::Debug for Environment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Environment({:p})", Arc::as_ptr(&self.0))
+    }
+}

@@ -1,0 +1,118 @@
+//! What happens when an agent's handler panics (or fails with an error).
+//!
+//! The panic is caught at the dispatcher boundary, around every demand (`on_start`,
+//! handlers, state hooks, `on_finish`), and the agent's exception reaction decides. The
+//! reaction is looked up agent → coop → parent coop → … → environment; the first one that
+//! is not [`ExceptionReaction::Inherit`] wins. The environment's default is
+//! [`ExceptionReaction::Abort`], as in SObjectizer: a panic nobody planned for is a bug.
+
+use std::any::Any;
+use std::fmt;
+
+use crate::agent::AgentArc;
+use crate::coop::DeregReason;
+
+/// The reaction to a panic in an agent's code.
+///
+/// # Examples
+///
+/// ```
+/// use agentbox::prelude::*;
+///
+/// struct Fragile;
+/// impl Agent for Fragile {
+///     fn on_start(&mut self, _ctx: &mut Context<Self>) {
+///         panic!("boom");
+///     }
+///     fn exception_reaction(&self) -> ExceptionReaction {
+///         // The coop goes (with reason Panic); the environment then shuts down by itself.
+///         ExceptionReaction::DeregisterCoop
+///     }
+/// }
+///
+/// Environment::launch(|env| {
+///     env.introduce_coop(|coop| { coop.add_agent(Fragile); }).unwrap();
+/// }).unwrap();
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ExceptionReaction {
+    /// Abort the whole process (`std::process::abort`) after logging.
+    Abort,
+    /// Stop the environment: every coop is deregistered with reason shutdown.
+    ShutdownEnvironment,
+    /// Deregister the agent's coop with [`DeregReason::Panic`].
+    DeregisterCoop,
+    /// Log and go on with the next demand.
+    Ignore,
+    /// Use the reaction of the next level up (coop, parent coop, environment).
+    #[default]
+    Inherit,
+}
+
+/// What went wrong in an agent.
+pub(crate) enum Failure {
+    Panic(String),
+    Error(crate::agent::StateError),
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Failure::Panic(m) => write!(f, "panic: {m}"),
+            Failure::Error(e) => write!(f, "error: {e}"),
+        }
+    }
+}
+
+pub(crate) fn panic_message(payload: &Box<dyn Any + Send>) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "<non-string panic payload>".to_owned()
+    }
+}
+
+/// Applies the agent's effective reaction to a failure.
+pub(crate) fn react(agent: &AgentArc, failure: Failure, during: &str) {
+    let core = &agent.core;
+    let coop = core.coop();
+    let env = core.env.upgrade();
+    let mut reaction = core.reaction;
+    if reaction == ExceptionReaction::Inherit {
+        if let Some(c) = &coop {
+            reaction = c.exception_reaction();
+        }
+    }
+    if reaction == ExceptionReaction::Inherit {
+        reaction = env
+            .as_ref()
+            .map_or(ExceptionReaction::Abort, |e| e.exception_reaction());
+    }
+    let text = format!(
+        "agent {} failed in {during}: {failure}; reaction: {reaction:?}",
+        core.id.0
+    );
+    match &env {
+        Some(env) => env.log_error(&text),
+        None => eprintln!("agentbox: {text}"),
+    }
+    match reaction {
+        ExceptionReaction::Abort | ExceptionReaction::Inherit => {
+            eprintln!("agentbox: aborting the process: {text}");
+            std::process::abort();
+        }
+        ExceptionReaction::ShutdownEnvironment => {
+            if let Some(env) = env {
+                env.stop();
+            }
+        }
+        ExceptionReaction::DeregisterCoop => {
+            if let Some(c) = coop {
+                c.deregister(DeregReason::Panic);
+            }
+        }
+        ExceptionReaction::Ignore => {}
+    }
+}

@@ -1,0 +1,102 @@
+//! # agentbox
+//!
+//! Agents that talk only by messages: SObjectizer's model in Rust.
+//!
+//! Agents send messages into *mboxes*; an mbox stores nothing and hands each message to
+//! the agents subscribed to its type (after their *delivery filters*); *dispatchers* own
+//! the queues and the threads and run each agent's handlers one at a time. Agents live in
+//! *coops* registered in an *environment*.
+//!
+//! ```
+//! use agentbox::prelude::*;
+//!
+//! struct Ping(u32);
+//! struct Pong(u32);
+//!
+//! struct Pinger { ponger: Mbox }
+//! struct Ponger;
+//!
+//! impl Agent for Pinger {
+//!     fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+//!         ctx.subscribe_self().event(|a: &mut Self, ctx, pong: &Pong| {
+//!             if pong.0 == 3 {
+//!                 ctx.deregister_coop(DeregReason::Normal);
+//!             } else {
+//!                 send(&a.ponger, (ctx.direct_mbox(), Ping(pong.0 + 1))).unwrap();
+//!             }
+//!         })?;
+//!         Ok(())
+//!     }
+//!     fn on_start(&mut self, ctx: &mut Context<Self>) {
+//!         send(&self.ponger, (ctx.direct_mbox(), Ping(0))).unwrap();
+//!     }
+//! }
+//!
+//! impl Agent for Ponger {
+//!     fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+//!         ctx.subscribe_self().event(|_: &mut Self, _, (reply_to, ping): &(Mbox, Ping)| {
+//!             send(reply_to, Pong(ping.0)).unwrap();
+//!         })?;
+//!         Ok(())
+//!     }
+//! }
+//!
+//! Environment::launch(|env| {
+//!     env.introduce_coop(|coop| {
+//!         let ponger = coop.add_agent(Ponger);
+//!         coop.add_agent(Pinger { ponger });
+//!     }).unwrap();
+//! }).unwrap();
+//! ```
+//!
+//! ## Overview
+//!
+//! - Messages: any `T: Send + Sync + 'static` is an immutable message shared by all its
+//!   receivers; [`Mutable<T>`] names a message that exactly one receiver takes by move;
+//!   zero-sized types are signals. See [`Message`].
+//! - [`Mbox`]: multi-consumer ([`Environment::create_mbox`], [`Environment::named_mbox`]),
+//!   an agent's own direct mbox, unique-subscribers, and custom ones through [`MboxImpl`].
+//! - [`Agent`] with its [`Context`]: subscriptions per (mbox, type, [`State`]), delivery
+//!   filters, nested states with history, `on_enter`/`on_exit`, `transfer_to_state`,
+//!   `suppress`, `just_switch_to`, dead-letter handlers.
+//! - [`Coop`]: agents registered atomically, parent/child, deregistration reasons and
+//!   notifications, [`Priority`].
+//! - [`Environment`]: launch, stop, autoshutdown, stop guards, [`WrappedEnv`].
+//! - [`ExceptionReaction`]: what a panicking handler leads to.
+//! - [`dispatcher`]: where agents run ([`dispatcher::one_thread`] is the default).
+//!
+//! ## Guarantees
+//!
+//! 1. An agent's handlers never run concurrently with each other.
+//! 2. Messages from one sender to one receiver through one mbox are handled in send order.
+//! 3. `on_start` is an agent's first demand and `on_finish` its last.
+//! 4. A panic in agent code never kills a worker thread: the exception reaction decides.
+//!
+//! ## Cargo features
+//!
+//! None yet.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod agent;
+mod coop;
+pub mod dispatcher;
+mod environment;
+mod exception;
+mod mbox;
+mod message;
+pub mod prelude;
+mod small_map;
+
+pub use agent::{
+    Agent, AgentId, AgentRef, Context, DefineError, History, Priority, State, StateError,
+    SubscriptionBuilder, MAX_STATE_NESTING,
+};
+pub use coop::{Coop, CoopDeregistered, CoopHandle, CoopRegistered, DeregReason, RegisterError};
+pub use environment::{EnvParams, Environment, LaunchError, StopGuard, StopGuardError, WrappedEnv};
+pub use exception::ExceptionReaction;
+pub use mbox::{
+    send, send_mutable, DeliveryFilter, Mbox, MboxId, MboxImpl, MboxKind, SendError, SubscribeError,
+};
+pub use message::{Message, MessageType, Mutable, RedirectionDepth, MAX_REDIRECTION_DEPTH};

@@ -1,0 +1,309 @@
+//! Mboxes: where messages are sent. They store nothing; they hand each message to the
+//! subscribers that should get it, and the subscribers' dispatchers queue it.
+//!
+//! | kind | who may subscribe | mutable messages | filters |
+//! |---|---|---|---|
+//! | MPMC ([`Environment::create_mbox`], [`Environment::named_mbox`]) | any agent | no | yes |
+//! | direct (each agent's own, [`Context::direct_mbox`]) | its owner only | yes | yes |
+//! | unique subscribers ([`Environment::create_unique_subscribers_mbox`]) | any agent, one per type | yes | no |
+//! | custom ([`Mbox::custom`] over an [`MboxImpl`]) | as it decides | as its kind says | as it decides |
+//!
+//! [`Environment::create_mbox`]: crate::Environment::create_mbox
+//! [`Environment::named_mbox`]: crate::Environment::named_mbox
+//! [`Environment::create_unique_subscribers_mbox`]: crate::Environment::create_unique_subscribers_mbox
+//! [`Context::direct_mbox`]: crate::Context::direct_mbox
+
+mod custom;
+mod error;
+mod filter;
+pub(crate) mod mpmc;
+pub(crate) mod named;
+pub(crate) mod unique;
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+pub use custom::MboxImpl;
+pub use error::{SendError, SubscribeError};
+pub use filter::DeliveryFilter;
+
+use crate::agent::{AgentArc, AgentRef};
+use crate::environment::Environment;
+use crate::message::{Message, MessageType, RedirectionDepth, MAX_REDIRECTION_DEPTH};
+
+/// The process-wide unique id of an mbox (an agent's direct mbox has its agent's id).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
+pub struct MboxId(pub(crate) u64);
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+impl MboxId {
+    /// A fresh id, never returned before in this process. Custom mboxes call this once.
+    pub fn next() -> MboxId {
+        MboxId(NEXT_ID.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// The raw number.
+    pub fn as_u64(&self) -> u64 {
+        self.0
+    }
+}
+
+impl fmt::Display for MboxId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "mbox:{}", self.0)
+    }
+}
+
+/// Whether many agents or only one may receive from an mbox.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum MboxKind {
+    /// Multi-producer, multi-consumer: any agent may subscribe; no mutable messages.
+    MultiConsumer,
+    /// Multi-producer, single-consumer: mutable messages allowed.
+    SingleConsumer,
+}
+
+/// A handle to a message box: cheap to clone, compared and hashed by id.
+///
+/// # Examples
+///
+/// ```
+/// use agentbox::prelude::*;
+/// Environment::launch(|env| {
+///     let a = env.create_mbox();
+///     let b = a.clone();
+///     assert_eq!(a, b);
+///     assert_ne!(a, env.create_mbox());
+///     assert_eq!(a.kind(), MboxKind::MultiConsumer);
+///     // Nobody listens: the message is simply not delivered.
+///     send(&a, "hello").unwrap();
+/// }).unwrap();
+/// ```
+#[derive(Clone)]
+pub struct Mbox(pub(crate) Repr);
+
+#[derive(Clone)]
+pub(crate) enum Repr {
+    Mpmc(Arc<mpmc::MpmcMbox>),
+    Direct(AgentArc),
+    Unique(Arc<unique::UniqueMbox>),
+    Custom(Arc<dyn MboxImpl>),
+}
+
+impl Mbox {
+    /// Wraps a custom mbox implementation into a handle.
+    pub fn custom(imp: Arc<dyn MboxImpl>) -> Mbox {
+        Mbox(Repr::Custom(imp))
+    }
+
+    /// The mbox's id.
+    pub fn id(&self) -> MboxId {
+        match &self.0 {
+            Repr::Mpmc(m) => m.id,
+            Repr::Direct(a) => a.core.mbox_id(),
+            Repr::Unique(m) => m.id,
+            Repr::Custom(c) => c.id(),
+        }
+    }
+
+    /// Multi- or single-consumer.
+    pub fn kind(&self) -> MboxKind {
+        match &self.0 {
+            Repr::Mpmc(_) => MboxKind::MultiConsumer,
+            Repr::Direct(_) | Repr::Unique(_) => MboxKind::SingleConsumer,
+            Repr::Custom(c) => c.kind(),
+        }
+    }
+
+    /// A name for diagnostics: the given name of a named mbox, otherwise one made from the id.
+    pub fn name(&self) -> String {
+        match &self.0 {
+            Repr::Mpmc(m) => m.name(),
+            Repr::Direct(a) => format!("direct:{}", a.core.id.0),
+            Repr::Unique(m) => format!("unique:{}", m.id.0),
+            Repr::Custom(c) => c.name(),
+        }
+    }
+
+    /// The environment this mbox belongs to; `None` once it is gone.
+    pub fn environment(&self) -> Option<Environment> {
+        match &self.0 {
+            Repr::Mpmc(m) => m.env.upgrade(),
+            Repr::Direct(a) => a.core.env.upgrade(),
+            Repr::Unique(m) => m.env.upgrade(),
+            Repr::Custom(c) => c.environment(),
+        }
+    }
+
+    /// Sends an immutable message: every subscriber that gets it shares one instance.
+    ///
+    /// # Errors
+    ///
+    /// See [`SendError`]; for built-in mboxes only a redirected message can fail.
+    #[inline]
+    pub fn send<M: Send + Sync + 'static>(&self, msg: M) -> Result<(), SendError> {
+        self.deliver(Message::new(msg), 0)
+    }
+
+    /// Sends a [`Mutable`](crate::Mutable) message, which exactly one receiver takes by move.
+    ///
+    /// # Errors
+    ///
+    /// [`SendError::MutableToMultiConsumer`] if this is a multi-consumer mbox.
+    pub fn send_mutable<M: Send + 'static>(&self, msg: M) -> Result<(), SendError> {
+        self.deliver(Message::new_mutable(msg), 0)
+    }
+
+    /// Delivers an already wrapped message that has been redirected `depth` times.
+    ///
+    /// Custom mboxes that forward call this with `depth + 1`.
+    ///
+    /// # Errors
+    ///
+    /// [`SendError::RedirectionDepthExceeded`] when `depth >= MAX_REDIRECTION_DEPTH`,
+    /// [`SendError::MutableToMultiConsumer`] for a mutable message to a multi-consumer
+    /// mbox, or whatever a custom mbox refuses.
+    #[inline]
+    pub fn deliver(&self, msg: Message, depth: RedirectionDepth) -> Result<(), SendError> {
+        if depth >= MAX_REDIRECTION_DEPTH {
+            return Err(SendError::RedirectionDepthExceeded {
+                type_name: msg.message_type().name(),
+                depth,
+            });
+        }
+        match &self.0 {
+            Repr::Direct(a) => {
+                crate::agent::direct_deliver(a, msg);
+                Ok(())
+            }
+            Repr::Mpmc(m) => m.deliver(msg),
+            Repr::Unique(m) => {
+                m.deliver(msg);
+                Ok(())
+            }
+            Repr::Custom(c) => c.deliver(msg, depth),
+        }
+    }
+
+    /// Registers `subscriber` for messages of type `ty` (see [`MboxImpl::subscribe`]).
+    ///
+    /// Agents do this through [`Context::subscribe`](crate::Context::subscribe); the method
+    /// is public so that custom mboxes can wrap other mboxes.
+    ///
+    /// # Errors
+    ///
+    /// See [`SubscribeError`].
+    pub fn subscribe(&self, ty: MessageType, subscriber: &AgentRef) -> Result<(), SubscribeError> {
+        match &self.0 {
+            Repr::Mpmc(m) => m.subscribe(ty, subscriber),
+            Repr::Direct(a) => {
+                self.check_owner(a, subscriber)?;
+                a.core.direct_set_subscribed(ty, true);
+                Ok(())
+            }
+            Repr::Unique(m) => m.subscribe(ty, subscriber),
+            Repr::Custom(c) => c.subscribe(ty, subscriber),
+        }
+    }
+
+    /// Removes `subscriber`'s registration for type `ty` (see [`MboxImpl::unsubscribe`]).
+    pub fn unsubscribe(&self, ty: MessageType, subscriber: &AgentRef) {
+        match &self.0 {
+            Repr::Mpmc(m) => m.unsubscribe(ty, subscriber),
+            Repr::Direct(a) => {
+                if Arc::ptr_eq(a, &subscriber.0) {
+                    a.core.direct_set_subscribed(ty, false);
+                }
+            }
+            Repr::Unique(m) => m.unsubscribe(ty, subscriber),
+            Repr::Custom(c) => c.unsubscribe(ty, subscriber),
+        }
+    }
+
+    /// Sets or replaces `subscriber`'s delivery filter for type `ty`.
+    ///
+    /// # Errors
+    ///
+    /// [`SubscribeError::FiltersUnsupported`] for mboxes that cannot filter,
+    /// [`SubscribeError::NotOwner`] for another agent's direct mbox.
+    pub fn set_delivery_filter(
+        &self,
+        ty: MessageType,
+        filter: DeliveryFilter,
+        subscriber: &AgentRef,
+    ) -> Result<(), SubscribeError> {
+        match &self.0 {
+            Repr::Mpmc(m) => {
+                m.set_filter(ty, Some(filter), subscriber);
+                Ok(())
+            }
+            Repr::Direct(a) => {
+                self.check_owner(a, subscriber)?;
+                a.core.direct_set_filter(ty, Some(filter));
+                Ok(())
+            }
+            Repr::Unique(_) => Err(SubscribeError::FiltersUnsupported { mbox: self.name() }),
+            Repr::Custom(c) => c.set_delivery_filter(ty, filter, subscriber),
+        }
+    }
+
+    /// Removes `subscriber`'s delivery filter for type `ty`, if any.
+    pub fn drop_delivery_filter(&self, ty: MessageType, subscriber: &AgentRef) {
+        match &self.0 {
+            Repr::Mpmc(m) => m.set_filter(ty, None, subscriber),
+            Repr::Direct(a) => {
+                if Arc::ptr_eq(a, &subscriber.0) {
+                    a.core.direct_set_filter(ty, None);
+                }
+            }
+            Repr::Unique(_) => {}
+            Repr::Custom(c) => c.drop_delivery_filter(ty, subscriber),
+        }
+    }
+
+    fn check_owner(&self, owner: &AgentArc, who: &AgentRef) -> Result<(), SubscribeError> {
+        if Arc::ptr_eq(owner, &who.0) {
+            Ok(())
+        } else {
+            Err(SubscribeError::NotOwner { mbox: self.name() })
+        }
+    }
+}
+
+impl PartialEq for Mbox {
+    fn eq(&self, other: &Self) -> bool {
+        self.id() == other.id()
+    }
+}
+impl Eq for Mbox {}
+impl std::hash::Hash for Mbox {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.id().hash(state)
+    }
+}
+impl fmt::Debug for Mbox {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Mbox({})", self.name())
+    }
+}
+
+/// Sends an immutable message to `mbox`: shorthand for [`Mbox::send`].
+///
+/// # Errors
+///
+/// See [`Mbox::send`].
+#[inline]
+pub fn send<M: Send + Sync + 'static>(mbox: &Mbox, msg: M) -> Result<(), SendError> {
+    mbox.send(msg)
+}
+
+/// Sends a mutable message to `mbox`: shorthand for [`Mbox::send_mutable`].
+///
+/// # Errors
+///
+/// See [`Mbox::send_mutable`].
+pub fn send_mutable<M: Send + 'static>(mbox: &Mbox, msg: M) -> Result<(), SendError> {
+    mbox.send_mutable(msg)
+}

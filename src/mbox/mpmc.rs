@@ -1,0 +1,174 @@
+//! The multi-producer, multi-consumer mbox: per message type, a list of subscribers.
+
+use std::any::TypeId;
+use std::sync::{Arc, Weak};
+
+use parking_lot::RwLock;
+
+use super::named::NamedRegistry;
+use super::{DeliveryFilter, MboxId, SendError, SubscribeError};
+use crate::agent::AgentRef;
+use crate::environment::WeakEnv;
+use crate::message::{Message, MessageType};
+use crate::small_map::SmallMap;
+
+/// One agent's entry for one message type. An entry may carry only a filter
+/// (`subscribed == false`): such an agent gets nothing until it subscribes.
+struct Subscriber {
+    agent: AgentRef,
+    filter: Option<DeliveryFilter>,
+    subscribed: bool,
+}
+
+pub(crate) struct MpmcMbox {
+    pub(crate) id: MboxId,
+    pub(crate) env: WeakEnv,
+    name: Option<(String, Weak<NamedRegistry>)>,
+    /// Subscribers per type, highest priority first, then in subscription order.
+    table: RwLock<SmallMap<TypeId, Vec<Subscriber>>>,
+}
+
+impl MpmcMbox {
+    pub(crate) fn new(env: WeakEnv, name: Option<(String, Weak<NamedRegistry>)>) -> Self {
+        MpmcMbox {
+            id: MboxId::next(),
+            env,
+            name,
+            table: RwLock::new(SmallMap::default()),
+        }
+    }
+
+    pub(crate) fn name(&self) -> String {
+        match &self.name {
+            Some((n, _)) => n.clone(),
+            None => format!("mpmc:{}", self.id.0),
+        }
+    }
+
+    pub(crate) fn deliver(&self, msg: Message) -> Result<(), SendError> {
+        let ty = msg.message_type();
+        if ty.is_mutable() {
+            return Err(SendError::MutableToMultiConsumer {
+                type_name: ty.name(),
+                mbox: self.name(),
+            });
+        }
+        // Recursive read: a push may redirect (message limits) into this same mbox on this
+        // thread; a plain read could deadlock behind a waiting writer.
+        let table = self.table.read_recursive();
+        if let Some(list) = table.get(&ty.type_id()) {
+            for s in list.iter().filter(|s| s.subscribed) {
+                if s.filter.as_ref().is_none_or(|f| f.accepts(&msg)) {
+                    s.agent.push_message(self.id, msg.clone());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn entry<'t>(
+        table: &'t mut SmallMap<TypeId, Vec<Subscriber>>,
+        ty: MessageType,
+        agent: &AgentRef,
+    ) -> &'t mut Subscriber {
+        let list = table.entry_or_insert_with(ty.type_id(), Vec::new);
+        let pos = match list.iter().position(|s| s.agent == *agent) {
+            Some(pos) => pos,
+            None => {
+                // Stable priority order: after every subscriber of equal or higher priority.
+                let prio = agent.priority();
+                let at = list
+                    .iter()
+                    .position(|s| s.agent.priority() < prio)
+                    .unwrap_or(list.len());
+                list.insert(
+                    at,
+                    Subscriber {
+                        agent: agent.clone(),
+                        filter: None,
+                        subscribed: false,
+                    },
+                );
+                at
+            }
+        };
+        &mut list[pos]
+    }
+
+    fn cleanup(table: &mut SmallMap<TypeId, Vec<Subscriber>>, ty: MessageType) {
+        if let Some(list) = table.get_mut(&ty.type_id()) {
+            list.retain(|s| s.subscribed || s.filter.is_some());
+            if list.is_empty() {
+                table.remove(&ty.type_id());
+            }
+        }
+    }
+
+    pub(crate) fn subscribe(
+        &self,
+        ty: MessageType,
+        agent: &AgentRef,
+    ) -> Result<(), SubscribeError> {
+        if ty.is_mutable() {
+            return Err(SubscribeError::MutableFromMultiConsumer {
+                type_name: ty.name(),
+                mbox: self.name(),
+            });
+        }
+        Self::entry(&mut self.table.write(), ty, agent).subscribed = true;
+        Ok(())
+    }
+
+    pub(crate) fn unsubscribe(&self, ty: MessageType, agent: &AgentRef) {
+        let mut table = self.table.write();
+        if let Some(list) = table.get_mut(&ty.type_id()) {
+            if let Some(s) = list.iter_mut().find(|s| s.agent == *agent) {
+                s.subscribed = false;
+            }
+        }
+        Self::cleanup(&mut table, ty);
+    }
+
+    pub(crate) fn set_filter(
+        &self,
+        ty: MessageType,
+        filter: Option<DeliveryFilter>,
+        agent: &AgentRef,
+    ) {
+        let mut table = self.table.write();
+        match filter {
+            Some(f) => Self::entry(&mut table, ty, agent).filter = Some(f),
+            None => {
+                if let Some(list) = table.get_mut(&ty.type_id()) {
+                    if let Some(s) = list.iter_mut().find(|s| s.agent == *agent) {
+                        s.filter = None;
+                    }
+                }
+                Self::cleanup(&mut table, ty);
+            }
+        }
+    }
+
+    /// Number of (type, agent) entries that receive messages; for tests and stats.
+    #[cfg(test)]
+    pub(crate) fn subscriber_count(&self, ty: MessageType) -> usize {
+        self.table
+            .read()
+            .get(&ty.type_id())
+            .map_or(0, |l| l.iter().filter(|s| s.subscribed).count())
+    }
+}
+
+impl Drop for MpmcMbox {
+    fn drop(&mut self) {
+        if let Some((name, registry)) = &self.name {
+            if let Some(registry) = registry.upgrade() {
+                registry.forget(name);
+            }
+        }
+    }
+}
+
+pub(crate) fn create(env: WeakEnv) -> Arc<MpmcMbox> {
+    Arc::new(MpmcMbox::new(env, None))
+}

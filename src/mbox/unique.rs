@@ -1,0 +1,61 @@
+//! The unique-subscribers mbox: any agent may subscribe, but only one per message type.
+
+use std::any::TypeId;
+
+use parking_lot::RwLock;
+
+use super::{MboxId, SubscribeError};
+use crate::agent::AgentRef;
+use crate::environment::WeakEnv;
+use crate::message::{Message, MessageType};
+use crate::small_map::SmallMap;
+
+pub(crate) struct UniqueMbox {
+    pub(crate) id: MboxId,
+    pub(crate) env: WeakEnv,
+    table: RwLock<SmallMap<TypeId, AgentRef>>,
+}
+
+impl UniqueMbox {
+    pub(crate) fn new(env: WeakEnv) -> Self {
+        UniqueMbox {
+            id: MboxId::next(),
+            env,
+            table: RwLock::new(SmallMap::default()),
+        }
+    }
+
+    pub(crate) fn deliver(&self, msg: Message) {
+        let ty = msg.message_type().type_id();
+        let table = self.table.read_recursive();
+        if let Some(agent) = table.get(&ty) {
+            agent.push_message(self.id, msg);
+        }
+    }
+
+    pub(crate) fn subscribe(
+        &self,
+        ty: MessageType,
+        agent: &AgentRef,
+    ) -> Result<(), SubscribeError> {
+        let mut table = self.table.write();
+        match table.get(&ty.type_id()) {
+            Some(owner) if owner != agent => Err(SubscribeError::SubscriberTaken {
+                type_name: ty.name(),
+                mbox: format!("unique:{}", self.id.0),
+            }),
+            Some(_) => Ok(()),
+            None => {
+                table.insert(ty.type_id(), agent.clone());
+                Ok(())
+            }
+        }
+    }
+
+    pub(crate) fn unsubscribe(&self, ty: MessageType, agent: &AgentRef) {
+        let mut table = self.table.write();
+        if table.get(&ty.type_id()) == Some(agent) {
+            table.remove(&ty.type_id());
+        }
+    }
+}

@@ -1,0 +1,186 @@
+//! Messages: immutable shared payloads, mutable single-receiver payloads, signals.
+
+use std::any::{Any, TypeId};
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+/// Marker for the *mutable* flavour of message type `T`.
+///
+/// A mutable message is delivered to exactly one receiver, which takes the value by move. It
+/// can travel only through single-consumer mboxes (an agent's direct mbox, a
+/// unique-subscribers mbox); sending it to, or subscribing to it from, a multi-consumer mbox
+/// is a typed error. `Mutable<T>` and `T` are different message types: a handler for `T`
+/// does not see `Mutable<T>`, and the other way round.
+///
+/// The type is never constructed; it names the message type in [`MessageType::of`].
+///
+/// # Examples
+///
+/// ```
+/// use agentbox::{MessageType, Mutable};
+/// assert_ne!(MessageType::of::<Mutable<String>>(), MessageType::of::<String>());
+/// assert!(MessageType::of::<Mutable<String>>().is_mutable());
+/// ```
+pub struct Mutable<T>(PhantomData<fn() -> T>, Never);
+
+enum Never {}
+
+/// The identity of a message type as mboxes and subscriptions see it.
+///
+/// Two values are equal when they name the same Rust type with the same mutability.
+#[derive(Clone, Copy)]
+pub struct MessageType {
+    id: TypeId,
+    name: &'static str,
+    mutable: bool,
+}
+
+impl MessageType {
+    /// The message type of `T`; for `T = Mutable<U>` the mutable flavour of `U`.
+    pub fn of<T: 'static>() -> Self {
+        let name = std::any::type_name::<T>();
+        MessageType {
+            id: TypeId::of::<T>(),
+            name,
+            mutable: name.starts_with(concat!(module_path!(), "::Mutable<")),
+        }
+    }
+
+    /// The mutable flavour of `T`: the same as `MessageType::of::<Mutable<T>>()`.
+    pub fn of_mutable<T: 'static>() -> Self {
+        MessageType {
+            id: TypeId::of::<Mutable<T>>(),
+            name: std::any::type_name::<Mutable<T>>(),
+            mutable: true,
+        }
+    }
+
+    /// The `TypeId` this message type is keyed by.
+    pub fn type_id(&self) -> TypeId {
+        self.id
+    }
+
+    /// The Rust type name, for diagnostics.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// Whether this is a [`Mutable`] message type.
+    pub fn is_mutable(&self) -> bool {
+        self.mutable
+    }
+}
+
+impl PartialEq for MessageType {
+    fn eq(&self, other: &Self) -> bool {
+        self.id == other.id
+    }
+}
+impl Eq for MessageType {}
+impl std::hash::Hash for MessageType {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.id.hash(state)
+    }
+}
+impl fmt::Debug for MessageType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+/// One message instance in flight, type-erased.
+///
+/// Cloning is cheap (one reference count): every receiver of an immutable message shares one
+/// payload. Custom mboxes receive and forward `Message`s; agents see the typed payload in
+/// their handlers.
+///
+/// # Examples
+///
+/// ```
+/// use agentbox::{Message, MessageType};
+/// let m = Message::new(42u32);
+/// assert_eq!(m.message_type(), MessageType::of::<u32>());
+/// assert_eq!(m.downcast_ref::<u32>(), Some(&42));
+/// ```
+#[derive(Clone)]
+pub struct Message {
+    ty: MessageType,
+    payload: Arc<dyn Any + Send + Sync>,
+}
+
+/// Storage of a mutable payload: taken exactly once by its one receiver.
+struct MutableSlot<T>(Mutex<Option<T>>);
+
+impl Message {
+    /// Wraps an immutable message.
+    pub fn new<T: Send + Sync + 'static>(value: T) -> Self {
+        Message {
+            ty: MessageType::of::<T>(),
+            payload: Arc::new(value),
+        }
+    }
+
+    /// Wraps a mutable message: its type is `Mutable<T>` and one receiver takes the value.
+    pub fn new_mutable<T: Send + 'static>(value: T) -> Self {
+        Message {
+            ty: MessageType::of_mutable::<T>(),
+            payload: Arc::new(MutableSlot(Mutex::new(Some(value)))),
+        }
+    }
+
+    /// The type this message is delivered as.
+    pub fn message_type(&self) -> MessageType {
+        self.ty
+    }
+
+    /// The payload of an immutable message of type `T`; `None` for any other type and for
+    /// mutable messages.
+    pub fn downcast_ref<T: 'static>(&self) -> Option<&T> {
+        self.payload.downcast_ref::<T>()
+    }
+
+    /// Takes the value of a mutable message of type `Mutable<T>`; `None` if it was taken
+    /// already or the type differs.
+    pub(crate) fn take_mutable<T: Send + 'static>(&self) -> Option<T> {
+        self.payload
+            .downcast_ref::<MutableSlot<T>>()
+            .and_then(|slot| slot.0.lock().take())
+    }
+}
+
+impl fmt::Debug for Message {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Message").field("type", &self.ty).finish()
+    }
+}
+
+/// The depth of redirection a message has gone through: a forwarding mbox increments it, and
+/// a message that would pass [`MAX_REDIRECTION_DEPTH`] is dropped.
+pub type RedirectionDepth = u32;
+
+/// A message whose redirection depth would exceed this is dropped (SObjectizer's limit).
+pub const MAX_REDIRECTION_DEPTH: RedirectionDepth = 32;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mutable_flag_follows_the_marker() {
+        assert!(!MessageType::of::<String>().is_mutable());
+        assert!(MessageType::of::<Mutable<String>>().is_mutable());
+        assert!(!MessageType::of::<Vec<Mutable<String>>>().is_mutable());
+    }
+
+    #[test]
+    fn mutable_payload_is_taken_once() {
+        let m = Message::new_mutable(String::from("x"));
+        let other = m.clone();
+        assert_eq!(m.take_mutable::<String>().as_deref(), Some("x"));
+        assert_eq!(other.take_mutable::<String>(), None);
+        assert_eq!(m.downcast_ref::<String>(), None);
+    }
+}

@@ -1,0 +1,6 @@
+//! The names almost every agentbox program uses: `use agentbox::prelude::*;`.
+
+pub use crate::{
+    send, send_mutable, Agent, Context, Coop, CoopHandle, DefineError, DeregReason, Environment,
+    ExceptionReaction, Mbox, MboxKind, Mutable, Priority, State,
+};

@@ -2,7 +2,8 @@
 
 use std::any::TypeId;
 use std::fmt;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 
 use parking_lot::{Mutex, RwLock};
@@ -36,6 +37,14 @@ pub(crate) struct DirectEntry {
     filter: Option<DeliveryFilter>,
 }
 
+/// Types the lock-free fast path of the direct mbox can hold.
+const FAST_TYPES: usize = 8;
+
+/// `fast_mode` values: the `fast_types` array is exact and no type has a filter; or the
+/// sender must read the locked table.
+const FAST_EXACT: u8 = 0;
+const FAST_LOCKED: u8 = 1;
+
 pub(crate) struct AgentCore {
     pub(crate) id: AgentId,
     pub(crate) priority: Priority,
@@ -46,6 +55,11 @@ pub(crate) struct AgentCore {
     /// Demands pushed before the agent was bound; flushed right after its `Start`.
     pending: Mutex<Vec<DemandKind>>,
     direct: RwLock<SmallMap<TypeId, DirectEntry>>,
+    /// A lock-free copy of the subscribed types of the direct mbox (their 64-bit keys, 0 =
+    /// empty), rebuilt under the `direct` write lock. Senders read it with plain loads: the
+    /// locked table cost two atomic read-modify-writes per message.
+    fast_types: [AtomicU64; FAST_TYPES],
+    fast_mode: AtomicU8,
     pub(crate) coop: OnceLock<Weak<CoopInner>>,
 }
 
@@ -65,6 +79,8 @@ impl AgentCore {
             queue: OnceLock::new(),
             pending: Mutex::new(Vec::new()),
             direct: RwLock::new(SmallMap::default()),
+            fast_types: Default::default(),
+            fast_mode: AtomicU8::new(FAST_EXACT),
             coop: OnceLock::new(),
         }
     }
@@ -94,21 +110,63 @@ impl AgentCore {
     }
 
     pub(crate) fn direct_set_subscribed(&self, ty: MessageType, on: bool) {
-        let mut t = self.direct.write();
-        t.entry_or_insert_with(ty.type_id(), DirectEntry::default)
-            .subscribed = on;
-        t.retain(|_, e| e.subscribed || e.filter.is_some());
+        self.direct_update(|t| {
+            t.entry_or_insert_with(ty.type_id(), DirectEntry::default)
+                .subscribed = on
+        });
     }
 
     pub(crate) fn direct_set_filter(&self, ty: MessageType, filter: Option<DeliveryFilter>) {
-        let mut t = self.direct.write();
-        t.entry_or_insert_with(ty.type_id(), DirectEntry::default)
-            .filter = filter;
-        t.retain(|_, e| e.subscribed || e.filter.is_some());
+        self.direct_update(|t| {
+            t.entry_or_insert_with(ty.type_id(), DirectEntry::default)
+                .filter = filter
+        });
     }
 
     pub(crate) fn direct_clear(&self) {
-        *self.direct.write() = SmallMap::default();
+        self.direct_update(|t| *t = SmallMap::default());
+    }
+
+    /// Changes the table and rebuilds the fast copy, both under the write lock.
+    ///
+    /// Races: a sender that reads the fast copy while it is being rebuilt may see the old
+    /// or the new set for a type being (un)subscribed right now, exactly as if it had sent
+    /// a moment earlier or later. A type being unsubscribed is first marked locked-mode so
+    /// no sender sees a half-written array as exact.
+    fn direct_update(&self, change: impl FnOnce(&mut SmallMap<TypeId, DirectEntry>)) {
+        let mut t = self.direct.write();
+        change(&mut t);
+        t.retain(|_, e| e.subscribed || e.filter.is_some());
+        self.fast_mode.store(FAST_LOCKED, Ordering::SeqCst);
+        let keys: Vec<TypeId> = t.keys();
+        let exact = keys.len() <= FAST_TYPES
+            && keys
+                .iter()
+                .all(|k| t.get(k).is_some_and(|e| e.filter.is_none()));
+        if exact {
+            for (i, slot) in self.fast_types.iter().enumerate() {
+                slot.store(keys.get(i).map_or(0, type_key), Ordering::SeqCst);
+            }
+            self.fast_mode.store(FAST_EXACT, Ordering::SeqCst);
+        }
+    }
+
+    /// Whether the direct mbox takes `msg`: subscribed, and through its filter if any.
+    #[inline]
+    fn direct_accepts(&self, msg: &Message) -> bool {
+        let ty = msg.message_type().type_id();
+        if self.fast_mode.load(Ordering::Acquire) == FAST_EXACT {
+            let key = type_key(&ty);
+            return self
+                .fast_types
+                .iter()
+                .any(|s| s.load(Ordering::Acquire) == key);
+        }
+        let table = self.direct.read_recursive();
+        match table.get(&ty) {
+            Some(e) if e.subscribed => e.filter.as_ref().is_none_or(|f| f.accepts(msg)),
+            _ => false,
+        }
     }
 }
 
@@ -210,18 +268,8 @@ pub(crate) fn activate(agent: &AgentArc, queue: Arc<dyn EventQueue>) {
 /// all, and its filter (if any) runs here, on the sender's thread.
 #[inline]
 pub(crate) fn direct_deliver(agent: &AgentArc, msg: Message) {
-    {
-        let table = agent.core.direct.read_recursive();
-        match table.get(&msg.message_type().type_id()) {
-            Some(e) if e.subscribed => {
-                if let Some(f) = &e.filter {
-                    if !f.accepts(&msg) {
-                        return;
-                    }
-                }
-            }
-            _ => return,
-        }
+    if !agent.core.direct_accepts(&msg) {
+        return;
     }
     push(
         agent,
@@ -230,6 +278,28 @@ pub(crate) fn direct_deliver(agent: &AgentArc, msg: Message) {
             msg,
         },
     );
+}
+
+/// The 64-bit key of a type for the fast table: what `TypeId` hashes itself as (never 0).
+#[inline]
+fn type_key(ty: &TypeId) -> u64 {
+    struct Capture(u64);
+    impl Hasher for Capture {
+        fn finish(&self) -> u64 {
+            self.0
+        }
+        fn write(&mut self, bytes: &[u8]) {
+            for b in bytes {
+                self.0 = self.0.rotate_left(8) ^ u64::from(*b);
+            }
+        }
+        fn write_u64(&mut self, v: u64) {
+            self.0 ^= v;
+        }
+    }
+    let mut h = Capture(0);
+    ty.hash(&mut h);
+    h.0.max(1)
 }
 
 impl PartialEq for AgentRef {

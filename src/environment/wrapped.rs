@@ -27,7 +27,7 @@ use super::{EnvParams, Environment, LaunchError};
 ///
 /// let wrapped = WrappedEnv::new(|_env| {}).unwrap();
 /// let echo = wrapped.environment().introduce_coop(|coop| coop.add_agent(Echo)).unwrap();
-/// let (tx, rx) = std::sync::mpsc::channel();
+/// let (tx, rx) = std::sync::mpsc::channel::<u32>();
 /// send(&echo, tx).unwrap();
 /// assert_eq!(rx.recv().unwrap(), 7);
 /// wrapped.stop_then_join().unwrap();

@@ -59,8 +59,10 @@ impl Coop {
         }
     }
 
-    /// Adds an agent bound with the coop's binder; returns its direct mbox. Messages sent to
-    /// it before the coop is registered wait and are handled after the agent's `on_start`.
+    /// Adds an agent bound with the coop's binder; returns its direct mbox. The agent's
+    /// `define` runs at registration: until then it subscribes to nothing, so messages sent
+    /// to the mbox before are not delivered (as in SObjectizer). Messages that arrive
+    /// between `define` and binding wait and are handled after `on_start`.
     pub fn add_agent<A: Agent>(&mut self, agent: A) -> Mbox {
         self.add(agent, None)
     }

@@ -23,6 +23,10 @@ pub(crate) struct States {
     pub(crate) hooks: SmallMap<u64, (Option<usize>, Option<usize>)>,
     pub(crate) pending: Vec<State>,
     pub(crate) in_hook: bool,
+    /// Every state the agent has named to its context, with parents and initial chains:
+    /// a parent holds its initial substate weakly, so the context keeps them alive even if
+    /// the user's own handles are dropped.
+    known: SmallMap<u64, State>,
 }
 
 impl States {
@@ -35,6 +39,23 @@ impl States {
             hooks: SmallMap::default(),
             pending: Vec::new(),
             in_hook: false,
+            known: SmallMap::default(),
+        }
+    }
+
+    pub(crate) fn keep(&mut self, state: &State) {
+        if self.known.contains_key(&state.id()) {
+            return;
+        }
+        let mut s = Some(state.clone());
+        while let Some(st) = s {
+            if self.known.insert(st.id(), st.clone()).is_some() {
+                break;
+            }
+            s = st.parent().cloned();
+        }
+        if let Some(initial) = state.initial() {
+            self.keep(&initial);
         }
     }
 
@@ -246,6 +267,7 @@ impl<A: Agent> Context<A> {
             return Err(StateError::SwitchInsideHook);
         }
         self.states.resolve(target)?;
+        self.states.keep(target);
         self.states.pending.push(target.clone());
         Ok(())
     }
@@ -267,6 +289,7 @@ impl<A: Agent> Context<A> {
     }
 
     fn set_hook(&mut self, state: &State, hook: super::subscription::HookFn<A>, enter: bool) {
+        self.states.keep(state);
         let slot = self.subs.alloc(1, Handler::Hook(hook));
         let entry = self
             .states

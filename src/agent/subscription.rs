@@ -392,6 +392,12 @@ impl<'c, A: Agent> SubscriptionBuilder<'c, A> {
         if states.is_empty() {
             states.push(ctx.states.default.clone());
         }
+        for s in &states {
+            ctx.states.keep(s);
+        }
+        if let NewAction::Action(Action::TransferTo(t) | Action::JustSwitchTo(t)) = &action {
+            ctx.states.keep(t);
+        }
         let me = ctx.me()?;
         ctx.subs.add(&me, &mbox, ty, &states, action)
     }

@@ -49,3 +49,104 @@ pub fn within_patience<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static
         Err(mpsc::RecvTimeoutError::Timeout) => panic!("test did not finish within {PATIENCE:?}"),
     }
 }
+
+use agentbox::prelude::*;
+
+type Setup = Box<dyn FnOnce(&mut Script, &mut Context<Script>) -> Result<(), DefineError> + Send>;
+type Start = Box<dyn FnOnce(&mut Script, &mut Context<Script>) + Send>;
+
+/// A test agent whose `define` and `on_start` are closures given by the test.
+pub struct Script {
+    pub log: Log,
+    pub setup: Option<Setup>,
+    pub start: Option<Start>,
+    pub reaction: ExceptionReaction,
+    pub priority: Priority,
+}
+
+/// Ends a scripted test: the agent deregisters its coop.
+pub struct End;
+
+impl Script {
+    pub fn new(log: &Log) -> Self {
+        Script {
+            log: log.clone(),
+            setup: None,
+            start: None,
+            reaction: ExceptionReaction::Inherit,
+            priority: Priority::P0,
+        }
+    }
+    pub fn setup(
+        mut self,
+        f: impl FnOnce(&mut Script, &mut Context<Script>) -> Result<(), DefineError> + Send + 'static,
+    ) -> Self {
+        self.setup = Some(Box::new(f));
+        self
+    }
+    pub fn start(
+        mut self,
+        f: impl FnOnce(&mut Script, &mut Context<Script>) + Send + 'static,
+    ) -> Self {
+        self.start = Some(Box::new(f));
+        self
+    }
+    pub fn reaction(mut self, r: ExceptionReaction) -> Self {
+        self.reaction = r;
+        self
+    }
+    pub fn priority(mut self, p: Priority) -> Self {
+        self.priority = p;
+        self
+    }
+}
+
+impl Agent for Script {
+    fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+        ctx.subscribe_self()
+            .dead_letter(|_: &mut Self, ctx, _: &End| ctx.deregister_coop(DeregReason::Normal))?;
+        match self.setup.take() {
+            Some(f) => f(self, ctx),
+            None => Ok(()),
+        }
+    }
+    fn on_start(&mut self, ctx: &mut Context<Self>) {
+        if let Some(f) = self.start.take() {
+            f(self, ctx);
+        }
+    }
+    fn priority(&self) -> Priority {
+        self.priority
+    }
+    fn exception_reaction(&self) -> ExceptionReaction {
+        self.reaction
+    }
+}
+
+/// Runs one scripted agent in its own environment until it deregisters; returns the log.
+pub fn run_script(make: impl FnOnce(&Log) -> Script + Send + 'static) -> Vec<String> {
+    within_patience(move || {
+        let log = Log::new();
+        let agent = make(&log);
+        Environment::launch(move |env| {
+            env.introduce_coop(|coop| {
+                coop.add_agent(agent);
+            })
+            .expect("register the scripted coop");
+        })
+        .expect("launch");
+        log.get()
+    })
+}
+
+/// Sends each message to the agent's own mbox, then `End`.
+pub fn send_self<M: Send + Sync + 'static>(
+    ctx: &Context<Script>,
+    msgs: impl IntoIterator<Item = M>,
+) {
+    let me = ctx.direct_mbox();
+    for m in msgs {
+        send(&me, m).unwrap();
+    }
+    send(&me, End).unwrap();
+}

@@ -1,0 +1,228 @@
+//! Mbox kinds: MPMC, named, direct, unique-subscribers; mutable messages; redirection depth.
+
+mod common;
+
+use agentbox::prelude::*;
+use agentbox::{Message, SendError, SubscribeError, MAX_REDIRECTION_DEPTH};
+use common::{run_script, send_self, within_patience, Log, Script};
+
+#[derive(Debug)]
+struct Job(u32);
+
+#[test]
+fn mutable_message_to_a_multi_consumer_mbox_is_a_typed_error() {
+    within_patience(|| {
+        Environment::launch(|env| {
+            let mpmc = env.create_mbox();
+            assert!(matches!(
+                send_mutable(&mpmc, Job(1)),
+                Err(SendError::MutableToMultiConsumer { .. })
+            ));
+            assert!(matches!(
+                mpmc.deliver(Message::new_mutable(Job(2)), 0),
+                Err(SendError::MutableToMultiConsumer { .. })
+            ));
+        })
+        .unwrap();
+    });
+}
+
+#[test]
+fn subscribing_to_a_mutable_message_from_a_multi_consumer_mbox_is_a_typed_error() {
+    let log = run_script(|log| {
+        Script::new(log).setup(|s, ctx| {
+            let mpmc = ctx.environment().create_mbox();
+            let r = ctx.subscribe(&mpmc).event_mutable(|_: &mut Script, _, _: Job| {});
+            s.log.push(format!("{}", matches!(r, Err(SubscribeError::MutableFromMultiConsumer { .. }))));
+            send_self(ctx, Vec::<u8>::new());
+            Ok(())
+        })
+    });
+    assert_eq!(log, ["true"]);
+}
+
+#[test]
+fn mutable_message_through_a_direct_mbox_is_taken_by_value() {
+    let log = run_script(|log| {
+        Script::new(log)
+            .setup(|_, ctx| {
+                ctx.subscribe_self().event_mutable(|s: &mut Script, _, mut job: Job| {
+                    job.0 += 1; // owned: may be changed
+                    s.log.push(format!("job {}", job.0));
+                })?;
+                // The immutable flavour is another type: not handled by the mutable handler.
+                ctx.subscribe_self()
+                    .event(|s: &mut Script, _, job: &Job| s.log.push(format!("shared job {}", job.0)))?;
+                Ok(())
+            })
+            .start(|_, ctx| {
+                let me = ctx.direct_mbox();
+                send_mutable(&me, Job(1)).unwrap();
+                send(&me, Job(10)).unwrap();
+                send_self(ctx, Vec::<u8>::new());
+            })
+    });
+    assert_eq!(log, ["job 2", "shared job 10"]);
+}
+
+#[test]
+fn multi_consumer_mbox_delivers_to_every_subscriber_in_priority_order() {
+    within_patience(|| {
+        let log = Log::new();
+        let l = log.clone();
+        Environment::launch(move |env| {
+            let news = env.create_mbox();
+            for (name, prio) in [("low", Priority::P0), ("high", Priority::P7), ("mid", Priority::P3)] {
+                let news = news.clone();
+                env.introduce_coop(|coop| {
+                    coop.add_agent(Script::new(&l).priority(prio).setup(move |_, ctx| {
+                        ctx.subscribe(&news).event(move |s: &mut Script, ctx, n: &u32| {
+                            s.log.push(format!("{name} {n}"));
+                            ctx.deregister_coop(DeregReason::Normal);
+                        })?;
+                        Ok(())
+                    }));
+                })
+                .unwrap();
+            }
+            send(&news, 1u32).unwrap();
+        })
+        .unwrap();
+        assert_eq!(log.get(), ["high 1", "mid 1", "low 1"]);
+    });
+}
+
+#[test]
+fn named_mbox_is_the_same_while_a_handle_lives_and_new_after() {
+    within_patience(|| {
+        Environment::launch(|env| {
+            let a = env.named_mbox("jobs");
+            let b = env.named_mbox("jobs");
+            assert_eq!(a, b);
+            assert_ne!(a, env.named_mbox("other"));
+            assert_eq!(a.name(), "jobs");
+            assert_eq!(env.named_mbox_count(), 1); // "other" already dropped
+            let old_id = a.id();
+            drop((a, b));
+            assert_eq!(env.named_mbox_count(), 0);
+            assert_ne!(env.named_mbox("jobs").id(), old_id);
+        })
+        .unwrap();
+    });
+}
+
+#[test]
+fn only_the_owner_may_subscribe_to_or_filter_a_direct_mbox() {
+    let log = run_script(|log| {
+        Script::new(log).setup(|s, ctx| {
+            let env = ctx.environment().clone();
+            let other = env
+                .introduce_coop(|coop| coop.add_agent(Script::new(&Log::new())))
+                .unwrap();
+            let sub = ctx.subscribe(&other).event(|_: &mut Script, _, _: &u8| {});
+            let filt = ctx.set_delivery_filter(&other, |_: &u8| true);
+            s.log.push(format!(
+                "{} {}",
+                matches!(sub, Err(SubscribeError::NotOwner { .. })),
+                matches!(filt, Err(SubscribeError::NotOwner { .. }))
+            ));
+            send(&other, common::End).unwrap();
+            send_self(ctx, Vec::<u8>::new());
+            Ok(())
+        })
+    });
+    assert_eq!(log, ["true true"]);
+}
+
+#[test]
+fn direct_mbox_does_not_queue_types_its_owner_does_not_subscribe_to() {
+    // `Later` is sent while unsubscribed, then the owner subscribes before it would run:
+    // had it been queued, the new subscription would handle it.
+    struct Later;
+    struct Subscribe;
+    let log = run_script(|log| {
+        Script::new(log)
+            .setup(|_, ctx| {
+                ctx.subscribe_self().event(|_: &mut Script, ctx, _: &Subscribe| {
+                    ctx.subscribe_self()
+                        .event(|s: &mut Script, _, _: &Later| s.log.push("later"))
+                        .unwrap();
+                })?;
+                Ok(())
+            })
+            .start(|_, ctx| {
+                let me = ctx.direct_mbox();
+                send(&me, Later).unwrap(); // not subscribed: dropped at send
+                send(&me, Subscribe).unwrap();
+                // `Subscribe` has not run yet: still unsubscribed, dropped at send too.
+                send(&me, Later).unwrap();
+                send_self(ctx, Vec::<u8>::new());
+            })
+    });
+    assert!(log.is_empty(), "{log:?}");
+}
+
+#[test]
+fn unique_subscribers_mbox_allows_one_subscriber_per_type() {
+    within_patience(|| {
+        let log = Log::new();
+        let l = log.clone();
+        Environment::launch(move |env| {
+            let jobs = env.create_unique_subscribers_mbox();
+            assert_eq!(jobs.kind(), MboxKind::SingleConsumer);
+            let (j1, j2) = (jobs.clone(), jobs.clone());
+            let l2 = l.clone();
+            env.introduce_coop(|coop| {
+                coop.add_agent(Script::new(&l).setup(move |_, ctx| {
+                    ctx.subscribe(&j1).event_mutable(|s: &mut Script, ctx, j: Job| {
+                        s.log.push(format!("first got {}", j.0));
+                        ctx.deregister_coop(DeregReason::Normal);
+                    })?;
+                    Ok(())
+                }));
+                coop.add_agent(Script::new(&l2).setup(move |s, ctx| {
+                    let taken = ctx.subscribe(&j2).event_mutable(|_: &mut Script, _, _: Job| {});
+                    s.log.push(format!("{}", matches!(taken, Err(SubscribeError::SubscriberTaken { .. }))));
+                    let filter = ctx.set_delivery_filter(&j2, |_: &u8| true);
+                    s.log.push(format!("{}", matches!(filter, Err(SubscribeError::FiltersUnsupported { .. }))));
+                    // Another type is free.
+                    ctx.subscribe(&j2).event(|_: &mut Script, _, _: &u8| {})?;
+                    Ok(())
+                }));
+            })
+            .unwrap();
+            send_mutable(&jobs, Job(5)).unwrap();
+        })
+        .unwrap();
+        assert_eq!(log.get(), ["true", "true", "first got 5"]);
+    });
+}
+
+#[test]
+fn a_message_at_the_redirection_limit_is_refused() {
+    within_patience(|| {
+        Environment::launch(|env| {
+            let m = env.create_mbox();
+            assert!(m.deliver(Message::new(1u8), MAX_REDIRECTION_DEPTH - 1).is_ok());
+            assert_eq!(
+                m.deliver(Message::new(1u8), MAX_REDIRECTION_DEPTH),
+                Err(SendError::RedirectionDepthExceeded { type_name: "u8", depth: 32 })
+            );
+        })
+        .unwrap();
+    });
+}
+
+#[test]
+fn signals_are_zero_sized_messages() {
+    struct Tick;
+    let log = run_script(|log| {
+        Script::new(log)
+            .setup(|_, ctx| {
+                ctx.subscribe_self().event(|s: &mut Script, _, _: &Tick| s.log.push("tick"))?;
+                Ok(())
+            })
+            .start(|_, ctx| send_self(ctx, [Tick, Tick]))
+    });
+    assert_eq!(log, ["tick", "tick"]);
+}

@@ -150,3 +150,62 @@ pub fn send_self<M: Send + Sync + 'static>(
     }
     send(&me, End).unwrap();
 }
+
+/// A custom mbox that records every message it is given (through the public trait): lets
+/// tests observe notices sent while every agent is shutting down.
+pub struct Recorder {
+    id: agentbox::MboxId,
+    pub seen: Log,
+    describe: fn(&agentbox::Message) -> String,
+}
+
+impl Recorder {
+    pub fn mbox(describe: fn(&agentbox::Message) -> String) -> (Mbox, Log) {
+        let seen = Log::new();
+        let r = Arc::new(Recorder { id: agentbox::MboxId::next(), seen: seen.clone(), describe });
+        (Mbox::custom(r), seen)
+    }
+}
+
+impl agentbox::MboxImpl for Recorder {
+    fn id(&self) -> agentbox::MboxId {
+        self.id
+    }
+    fn kind(&self) -> MboxKind {
+        MboxKind::MultiConsumer
+    }
+    fn subscribe(&self, _: agentbox::MessageType, _: &agentbox::AgentRef) -> Result<(), agentbox::SubscribeError> {
+        Err(agentbox::SubscribeError::Refused { mbox: self.name(), reason: "record only".into() })
+    }
+    fn unsubscribe(&self, _: agentbox::MessageType, _: &agentbox::AgentRef) {}
+    fn deliver(&self, msg: agentbox::Message, _: agentbox::RedirectionDepth) -> Result<(), agentbox::SendError> {
+        self.seen.push((self.describe)(&msg));
+        Ok(())
+    }
+    fn set_delivery_filter(
+        &self,
+        _: agentbox::MessageType,
+        _: agentbox::DeliveryFilter,
+        _: &agentbox::AgentRef,
+    ) -> Result<(), agentbox::SubscribeError> {
+        Err(agentbox::SubscribeError::FiltersUnsupported { mbox: self.name() })
+    }
+    fn drop_delivery_filter(&self, _: agentbox::MessageType, _: &agentbox::AgentRef) {}
+    fn name(&self) -> String {
+        "recorder".into()
+    }
+    fn environment(&self) -> Option<Environment> {
+        None
+    }
+}
+
+/// Describes coop notices: `reg` or `dereg <reason>`.
+pub fn coop_notice(m: &agentbox::Message) -> String {
+    if let Some(d) = m.downcast_ref::<agentbox::CoopDeregistered>() {
+        format!("dereg {:?}", d.reason)
+    } else if m.downcast_ref::<agentbox::CoopRegistered>().is_some() {
+        "reg".into()
+    } else {
+        format!("other {}", m.message_type().name())
+    }
+}

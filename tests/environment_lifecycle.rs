@@ -1,0 +1,188 @@
+//! The environment: autoshutdown, explicit stop, stop guards, wrapped environments, many
+//! environments side by side, init panics.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use agentbox::prelude::*;
+use agentbox::{EnvParams, StopGuard, StopGuardError, WrappedEnv};
+use common::{within_patience, Log, Script};
+
+#[test]
+fn launch_returns_when_the_last_coop_is_gone() {
+    within_patience(|| {
+        let log = Log::new();
+        let l = log.clone();
+        Environment::launch(move |env| {
+            for i in 0..3 {
+                env.introduce_coop(|coop| {
+                    coop.add_agent(Script::new(&l).start(move |s, ctx| {
+                        s.log.push(format!("agent {i}"));
+                        ctx.deregister_coop(DeregReason::Normal);
+                    }));
+                })
+                .unwrap();
+            }
+        })
+        .unwrap();
+        assert_eq!(log.len(), 3);
+    });
+}
+
+#[test]
+fn launch_with_no_coop_returns_at_once() {
+    within_patience(|| Environment::launch(|_| {}).unwrap());
+}
+
+#[test]
+fn without_autoshutdown_the_environment_runs_until_stopped() {
+    within_patience(|| {
+        let stopping = Arc::new(AtomicBool::new(false));
+        let s = stopping.clone();
+        Environment::launch_with(EnvParams::new().disable_autoshutdown(), move |env| {
+            env.introduce_coop(|coop| {
+                coop.add_agent(Script::new(&Log::new()).start(|_, ctx| {
+                    ctx.deregister_coop(DeregReason::Normal)
+                }));
+            })
+            .unwrap();
+            let env = env.clone();
+            std::thread::spawn(move || {
+                while env.coop_count() > 0 {
+                    std::thread::yield_now();
+                }
+                s.store(true, Ordering::SeqCst);
+                env.stop();
+            });
+        })
+        .unwrap();
+        assert!(stopping.load(Ordering::SeqCst), "launch returned before stop()");
+    });
+}
+
+struct Guard {
+    calls: AtomicUsize,
+}
+impl StopGuard for Guard {
+    fn stop(&self) {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn stop_waits_for_every_stop_guard_and_calls_each_once() {
+    within_patience(|| {
+        let log = Log::new();
+        let l = log.clone();
+        Environment::launch_with(EnvParams::new().disable_autoshutdown(), move |env| {
+            let g1 = Arc::new(Guard { calls: AtomicUsize::new(0) });
+            let g2 = Arc::new(Guard { calls: AtomicUsize::new(0) });
+            let (d1, d2): (Arc<dyn StopGuard>, Arc<dyn StopGuard>) = (g1.clone(), g2.clone());
+            env.setup_stop_guard(d1.clone()).unwrap();
+            env.setup_stop_guard(d2.clone()).unwrap();
+            env.stop();
+            env.stop();
+            assert_eq!(g1.calls.load(Ordering::SeqCst), 1);
+            assert_eq!(g2.calls.load(Ordering::SeqCst), 1);
+            assert_eq!(
+                env.setup_stop_guard(Arc::new(Guard { calls: AtomicUsize::new(0) })),
+                Err(StopGuardError::StopInProgress)
+            );
+            // Registration still works while the guards finish.
+            env.introduce_coop(|coop| {
+                coop.add_agent(Script::new(&l).start(|s, _| s.log.push("registered during guards")));
+            })
+            .unwrap();
+            env.remove_stop_guard(&d1);
+            assert!(!env.is_shutting_down());
+            env.remove_stop_guard(&d2);
+            assert!(env.is_shutting_down());
+        })
+        .unwrap();
+        assert_eq!(log.get(), ["registered during guards"]);
+    });
+}
+
+struct Finisher(Arc<AtomicUsize>);
+impl Agent for Finisher {
+    fn on_finish(&mut self, _ctx: &mut Context<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn a_wrapped_environment_stops_when_dropped_and_its_agents_finish() {
+    within_patience(|| {
+        let finished = Arc::new(AtomicUsize::new(0));
+        {
+            let wrapped = WrappedEnv::new(|_| {}).unwrap();
+            let f = finished.clone();
+            wrapped
+                .environment()
+                .introduce_coop(move |coop| {
+                    coop.add_agent(Finisher(f.clone()));
+                    coop.add_agent(Finisher(f));
+                })
+                .unwrap();
+            assert_eq!(finished.load(Ordering::SeqCst), 0);
+        }
+        assert_eq!(finished.load(Ordering::SeqCst), 2);
+    });
+}
+
+#[test]
+fn many_environments_run_side_by_side() {
+    within_patience(|| {
+        let total = Arc::new(AtomicUsize::new(0));
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let total = total.clone();
+                std::thread::spawn(move || {
+                    Environment::launch(move |env| {
+                        env.introduce_coop(|coop| {
+                            coop.add_agent(Script::new(&Log::new()).setup(move |_, ctx| {
+                                ctx.subscribe_self().event(move |_: &mut Script, ctx, n: &u32| {
+                                    total.fetch_add(1, Ordering::SeqCst);
+                                    if *n < 999 {
+                                        send(&ctx.direct_mbox(), n + 1).unwrap();
+                                    } else {
+                                        ctx.deregister_coop(DeregReason::Normal);
+                                    }
+                                })?;
+                                send(&ctx.direct_mbox(), 0u32).unwrap();
+                                Ok(())
+                            }));
+                        })
+                        .unwrap();
+                    })
+                    .unwrap();
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(total.load(Ordering::SeqCst), 4000);
+    });
+}
+
+#[test]
+fn a_panicking_init_stops_the_environment_and_the_panic_goes_on() {
+    within_patience(|| {
+        let finished = Arc::new(AtomicUsize::new(0));
+        let f = finished.clone();
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            Environment::launch_with(EnvParams::new().disable_autoshutdown(), move |env| {
+                env.introduce_coop(|coop| {
+                    coop.add_agent(Finisher(f));
+                })
+                .unwrap();
+                panic!("init failed");
+            })
+        }));
+        assert!(r.is_err());
+        assert_eq!(finished.load(Ordering::SeqCst), 1);
+    });
+}

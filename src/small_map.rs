@@ -80,15 +80,12 @@ impl<K: Eq + Hash + Copy, V> SmallMap<K, V> {
         }
     }
 
-    pub(crate) fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         match self {
             SmallMap::Small(v) => v.len(),
             SmallMap::Large(m) => m.len(),
         }
-    }
-
-    pub(crate) fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     pub(crate) fn keys(&self) -> Vec<K> {

@@ -22,10 +22,11 @@ fn a_message_from_a_sibling_on_start_waits_for_the_receivers_on_start() {
                     Script::new(&l)
                         .priority(Priority::P0)
                         .setup(|_, ctx| {
-                            ctx.subscribe_self().event(|s: &mut Script, ctx, m: &&str| {
-                                s.log.push(format!("receiver got {m}"));
-                                ctx.deregister_coop(DeregReason::Normal);
-                            })?;
+                            ctx.subscribe_self()
+                                .event(|s: &mut Script, ctx, m: &&str| {
+                                    s.log.push(format!("receiver got {m}"));
+                                    ctx.deregister_coop(DeregReason::Normal);
+                                })?;
                             Ok(())
                         })
                         .start(|s, _| s.log.push("receiver start")),
@@ -39,7 +40,10 @@ fn a_message_from_a_sibling_on_start_waits_for_the_receivers_on_start() {
             .unwrap();
         })
         .unwrap();
-        assert_eq!(log.get(), ["sender start", "receiver start", "receiver got hello"]);
+        assert_eq!(
+            log.get(),
+            ["sender start", "receiver start", "receiver got hello"]
+        );
     });
 }
 
@@ -77,15 +81,18 @@ fn watcher(log: &Log, mbox: &Mbox, stop_after: usize) -> Script {
     let mbox = mbox.clone();
     Script::new(log).setup(move |_, ctx| {
         ctx.subscribe(&mbox)
-            .event(|s: &mut Script, _, r: &CoopRegistered| s.log.push(format!("reg {}", r.coop.id() > 0)))?;
+            .event(|s: &mut Script, _, r: &CoopRegistered| {
+                s.log.push(format!("reg {}", r.coop.id() > 0))
+            })?;
         let mut seen = 0;
-        ctx.subscribe(&mbox).event(move |s: &mut Script, ctx, d: &CoopDeregistered| {
-            s.log.push(format!("dereg {:?}", d.reason));
-            seen += 1;
-            if seen == stop_after {
-                ctx.environment().stop();
-            }
-        })?;
+        ctx.subscribe(&mbox)
+            .event(move |s: &mut Script, ctx, d: &CoopDeregistered| {
+                s.log.push(format!("dereg {:?}", d.reason));
+                seen += 1;
+                if seen == stop_after {
+                    ctx.environment().stop();
+                }
+            })?;
         Ok(())
     })
 }
@@ -102,7 +109,9 @@ fn children_get_reason_parent_and_notifications_report_every_coop() {
             })
             .unwrap();
             let mut parent = env.make_coop();
-            parent.add_reg_notificator(&notes).add_dereg_notificator(&notes);
+            parent
+                .add_reg_notificator(&notes)
+                .add_dereg_notificator(&notes);
             parent.add_agent(Script::new(&Log::new()));
             let parent = env.register_coop(parent).unwrap();
             for _ in 0..2 {
@@ -128,10 +137,13 @@ fn stop_deregisters_top_level_coops_with_reason_shutdown_and_children_with_paren
         let (notes, seen) = Recorder::mbox(coop_notice);
         Environment::launch(move |env| {
             let mut root = env.make_coop();
-            root.add_dereg_notificator(&notes).add_agent(Script::new(&Log::new()));
+            root.add_dereg_notificator(&notes)
+                .add_agent(Script::new(&Log::new()));
             let root = env.register_coop(root).unwrap();
             let mut child = env.make_child_coop(&root);
-            child.add_dereg_notificator(&notes).add_agent(Script::new(&Log::new()));
+            child
+                .add_dereg_notificator(&notes)
+                .add_agent(Script::new(&Log::new()));
             env.register_coop(child).unwrap();
             env.stop();
         })
@@ -151,8 +163,13 @@ fn a_child_of_a_deregistering_parent_cannot_register() {
                     let me = ctx.coop().unwrap();
                     ctx.deregister_coop(DeregReason::Normal);
                     assert!(!me.is_registered());
-                    let r = ctx.environment().register_coop(ctx.environment().make_child_coop(&me));
-                    s.log.push(format!("{}", matches!(r, Err(RegisterError::ParentNotRegistered))));
+                    let r = ctx
+                        .environment()
+                        .register_coop(ctx.environment().make_child_coop(&me));
+                    s.log.push(format!(
+                        "{}",
+                        matches!(r, Err(RegisterError::ParentNotRegistered))
+                    ));
                 }));
             })
             .unwrap();
@@ -223,13 +240,14 @@ fn coop_exception_reaction_is_inherited_by_its_agents_and_children() {
             let p = parent.clone();
             env.introduce_child_coop(&parent, |coop| {
                 coop.add_agent(Script::new(&l).setup(move |_, ctx| {
-                    ctx.subscribe_self().event(move |s: &mut Script, _, n: &u8| {
-                        if *n == 0 {
-                            panic!("ignored by the parent coop's reaction");
-                        }
-                        s.log.push(format!("got {n}"));
-                        p.deregister(DeregReason::Normal);
-                    })?;
+                    ctx.subscribe_self()
+                        .event(move |s: &mut Script, _, n: &u8| {
+                            if *n == 0 {
+                                panic!("ignored by the parent coop's reaction");
+                            }
+                            s.log.push(format!("got {n}"));
+                            p.deregister(DeregReason::Normal);
+                        })?;
                     let me = ctx.direct_mbox();
                     send(&me, 0u8).unwrap();
                     send(&me, 1u8).unwrap();

@@ -43,9 +43,10 @@ fn without_autoshutdown_the_environment_runs_until_stopped() {
         let s = stopping.clone();
         Environment::launch_with(EnvParams::new().disable_autoshutdown(), move |env| {
             env.introduce_coop(|coop| {
-                coop.add_agent(Script::new(&Log::new()).start(|_, ctx| {
-                    ctx.deregister_coop(DeregReason::Normal)
-                }));
+                coop.add_agent(
+                    Script::new(&Log::new())
+                        .start(|_, ctx| ctx.deregister_coop(DeregReason::Normal)),
+                );
             })
             .unwrap();
             let env = env.clone();
@@ -58,7 +59,10 @@ fn without_autoshutdown_the_environment_runs_until_stopped() {
             });
         })
         .unwrap();
-        assert!(stopping.load(Ordering::SeqCst), "launch returned before stop()");
+        assert!(
+            stopping.load(Ordering::SeqCst),
+            "launch returned before stop()"
+        );
     });
 }
 
@@ -77,8 +81,12 @@ fn stop_waits_for_every_stop_guard_and_calls_each_once() {
         let log = Log::new();
         let l = log.clone();
         Environment::launch_with(EnvParams::new().disable_autoshutdown(), move |env| {
-            let g1 = Arc::new(Guard { calls: AtomicUsize::new(0) });
-            let g2 = Arc::new(Guard { calls: AtomicUsize::new(0) });
+            let g1 = Arc::new(Guard {
+                calls: AtomicUsize::new(0),
+            });
+            let g2 = Arc::new(Guard {
+                calls: AtomicUsize::new(0),
+            });
             let (d1, d2): (Arc<dyn StopGuard>, Arc<dyn StopGuard>) = (g1.clone(), g2.clone());
             env.setup_stop_guard(d1.clone()).unwrap();
             env.setup_stop_guard(d2.clone()).unwrap();
@@ -87,12 +95,16 @@ fn stop_waits_for_every_stop_guard_and_calls_each_once() {
             assert_eq!(g1.calls.load(Ordering::SeqCst), 1);
             assert_eq!(g2.calls.load(Ordering::SeqCst), 1);
             assert_eq!(
-                env.setup_stop_guard(Arc::new(Guard { calls: AtomicUsize::new(0) })),
+                env.setup_stop_guard(Arc::new(Guard {
+                    calls: AtomicUsize::new(0)
+                })),
                 Err(StopGuardError::StopInProgress)
             );
             // Registration still works while the guards finish.
             env.introduce_coop(|coop| {
-                coop.add_agent(Script::new(&l).start(|s, _| s.log.push("registered during guards")));
+                coop.add_agent(
+                    Script::new(&l).start(|s, _| s.log.push("registered during guards")),
+                );
             })
             .unwrap();
             env.remove_stop_guard(&d1);
@@ -143,14 +155,16 @@ fn many_environments_run_side_by_side() {
                     Environment::launch(move |env| {
                         env.introduce_coop(|coop| {
                             coop.add_agent(Script::new(&Log::new()).setup(move |_, ctx| {
-                                ctx.subscribe_self().event(move |_: &mut Script, ctx, n: &u32| {
-                                    total.fetch_add(1, Ordering::SeqCst);
-                                    if *n < 999 {
-                                        send(&ctx.direct_mbox(), n + 1).unwrap();
-                                    } else {
-                                        ctx.deregister_coop(DeregReason::Normal);
-                                    }
-                                })?;
+                                ctx.subscribe_self().event(
+                                    move |_: &mut Script, ctx, n: &u32| {
+                                        total.fetch_add(1, Ordering::SeqCst);
+                                        if *n < 999 {
+                                            send(&ctx.direct_mbox(), n + 1).unwrap();
+                                        } else {
+                                            ctx.deregister_coop(DeregReason::Normal);
+                                        }
+                                    },
+                                )?;
                                 send(&ctx.direct_mbox(), 0u32).unwrap();
                                 Ok(())
                             }));

@@ -40,6 +40,11 @@ fn a_panic_with_the_default_reaction_aborts_the_process() {
     #[cfg(unix)]
     {
         use std::os::unix::process::ExitStatusExt;
-        assert_eq!(out.status.signal(), Some(6), "SIGABRT expected: {:?}", out.status);
+        assert_eq!(
+            out.status.signal(),
+            Some(6),
+            "SIGABRT expected: {:?}",
+            out.status
+        );
     }
 }

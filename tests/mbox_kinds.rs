@@ -32,8 +32,13 @@ fn subscribing_to_a_mutable_message_from_a_multi_consumer_mbox_is_a_typed_error(
     let log = run_script(|log| {
         Script::new(log).setup(|s, ctx| {
             let mpmc = ctx.environment().create_mbox();
-            let r = ctx.subscribe(&mpmc).event_mutable(|_: &mut Script, _, _: Job| {});
-            s.log.push(format!("{}", matches!(r, Err(SubscribeError::MutableFromMultiConsumer { .. }))));
+            let r = ctx
+                .subscribe(&mpmc)
+                .event_mutable(|_: &mut Script, _, _: Job| {});
+            s.log.push(format!(
+                "{}",
+                matches!(r, Err(SubscribeError::MutableFromMultiConsumer { .. }))
+            ));
             send_self(ctx, Vec::<u8>::new());
             Ok(())
         })
@@ -46,13 +51,15 @@ fn mutable_message_through_a_direct_mbox_is_taken_by_value() {
     let log = run_script(|log| {
         Script::new(log)
             .setup(|_, ctx| {
-                ctx.subscribe_self().event_mutable(|s: &mut Script, _, mut job: Job| {
-                    job.0 += 1; // owned: may be changed
-                    s.log.push(format!("job {}", job.0));
-                })?;
-                // The immutable flavour is another type: not handled by the mutable handler.
                 ctx.subscribe_self()
-                    .event(|s: &mut Script, _, job: &Job| s.log.push(format!("shared job {}", job.0)))?;
+                    .event_mutable(|s: &mut Script, _, mut job: Job| {
+                        job.0 += 1; // owned: may be changed
+                        s.log.push(format!("job {}", job.0));
+                    })?;
+                // The immutable flavour is another type: not handled by the mutable handler.
+                ctx.subscribe_self().event(|s: &mut Script, _, job: &Job| {
+                    s.log.push(format!("shared job {}", job.0))
+                })?;
                 Ok(())
             })
             .start(|_, ctx| {
@@ -72,14 +79,19 @@ fn multi_consumer_mbox_delivers_to_every_subscriber_in_priority_order() {
         let l = log.clone();
         Environment::launch(move |env| {
             let news = env.create_mbox();
-            for (name, prio) in [("low", Priority::P0), ("high", Priority::P7), ("mid", Priority::P3)] {
+            for (name, prio) in [
+                ("low", Priority::P0),
+                ("high", Priority::P7),
+                ("mid", Priority::P3),
+            ] {
                 let news = news.clone();
                 env.introduce_coop(|coop| {
                     coop.add_agent(Script::new(&l).priority(prio).setup(move |_, ctx| {
-                        ctx.subscribe(&news).event(move |s: &mut Script, ctx, n: &u32| {
-                            s.log.push(format!("{name} {n}"));
-                            ctx.deregister_coop(DeregReason::Normal);
-                        })?;
+                        ctx.subscribe(&news)
+                            .event(move |s: &mut Script, ctx, n: &u32| {
+                                s.log.push(format!("{name} {n}"));
+                                ctx.deregister_coop(DeregReason::Normal);
+                            })?;
                         Ok(())
                     }));
                 })
@@ -143,11 +155,12 @@ fn direct_mbox_does_not_queue_types_its_owner_does_not_subscribe_to() {
     let log = run_script(|log| {
         Script::new(log)
             .setup(|_, ctx| {
-                ctx.subscribe_self().event(|_: &mut Script, ctx, _: &Subscribe| {
-                    ctx.subscribe_self()
-                        .event(|s: &mut Script, _, _: &Later| s.log.push("later"))
-                        .unwrap();
-                })?;
+                ctx.subscribe_self()
+                    .event(|_: &mut Script, ctx, _: &Subscribe| {
+                        ctx.subscribe_self()
+                            .event(|s: &mut Script, _, _: &Later| s.log.push("later"))
+                            .unwrap();
+                    })?;
                 Ok(())
             })
             .start(|_, ctx| {
@@ -174,17 +187,26 @@ fn unique_subscribers_mbox_allows_one_subscriber_per_type() {
             let l2 = l.clone();
             env.introduce_coop(|coop| {
                 coop.add_agent(Script::new(&l).setup(move |_, ctx| {
-                    ctx.subscribe(&j1).event_mutable(|s: &mut Script, ctx, j: Job| {
-                        s.log.push(format!("first got {}", j.0));
-                        ctx.deregister_coop(DeregReason::Normal);
-                    })?;
+                    ctx.subscribe(&j1)
+                        .event_mutable(|s: &mut Script, ctx, j: Job| {
+                            s.log.push(format!("first got {}", j.0));
+                            ctx.deregister_coop(DeregReason::Normal);
+                        })?;
                     Ok(())
                 }));
                 coop.add_agent(Script::new(&l2).setup(move |s, ctx| {
-                    let taken = ctx.subscribe(&j2).event_mutable(|_: &mut Script, _, _: Job| {});
-                    s.log.push(format!("{}", matches!(taken, Err(SubscribeError::SubscriberTaken { .. }))));
+                    let taken = ctx
+                        .subscribe(&j2)
+                        .event_mutable(|_: &mut Script, _, _: Job| {});
+                    s.log.push(format!(
+                        "{}",
+                        matches!(taken, Err(SubscribeError::SubscriberTaken { .. }))
+                    ));
                     let filter = ctx.set_delivery_filter(&j2, |_: &u8| true);
-                    s.log.push(format!("{}", matches!(filter, Err(SubscribeError::FiltersUnsupported { .. }))));
+                    s.log.push(format!(
+                        "{}",
+                        matches!(filter, Err(SubscribeError::FiltersUnsupported { .. }))
+                    ));
                     // Another type is free.
                     ctx.subscribe(&j2).event(|_: &mut Script, _, _: &u8| {})?;
                     Ok(())
@@ -203,10 +225,15 @@ fn a_message_at_the_redirection_limit_is_refused() {
     within_patience(|| {
         Environment::launch(|env| {
             let m = env.create_mbox();
-            assert!(m.deliver(Message::new(1u8), MAX_REDIRECTION_DEPTH - 1).is_ok());
+            assert!(m
+                .deliver(Message::new(1u8), MAX_REDIRECTION_DEPTH - 1)
+                .is_ok());
             assert_eq!(
                 m.deliver(Message::new(1u8), MAX_REDIRECTION_DEPTH),
-                Err(SendError::RedirectionDepthExceeded { type_name: "u8", depth: 32 })
+                Err(SendError::RedirectionDepthExceeded {
+                    type_name: "u8",
+                    depth: 32
+                })
             );
         })
         .unwrap();
@@ -219,7 +246,8 @@ fn signals_are_zero_sized_messages() {
     let log = run_script(|log| {
         Script::new(log)
             .setup(|_, ctx| {
-                ctx.subscribe_self().event(|s: &mut Script, _, _: &Tick| s.log.push("tick"))?;
+                ctx.subscribe_self()
+                    .event(|s: &mut Script, _, _: &Tick| s.log.push("tick"))?;
                 Ok(())
             })
             .start(|_, ctx| send_self(ctx, [Tick, Tick]))

@@ -19,10 +19,15 @@ fn a_duplicate_subscription_is_a_typed_error() {
         Script::new(log).setup(|s, ctx| {
             ctx.subscribe_self().event(|_: &mut Script, _, _: &u8| {})?;
             let dup = ctx.subscribe_self().event(|_: &mut Script, _, _: &u8| {});
-            s.log.push(format!("{}", matches!(dup, Err(SubscribeError::Duplicate { .. }))));
+            s.log.push(format!(
+                "{}",
+                matches!(dup, Err(SubscribeError::Duplicate { .. }))
+            ));
             // The same type in another state is not a duplicate.
             let other = State::new("other");
-            ctx.subscribe_self().in_state(&other).event(|_: &mut Script, _, _: &u8| {})?;
+            ctx.subscribe_self()
+                .in_state(&other)
+                .event(|_: &mut Script, _, _: &u8| {})?;
             send_self(ctx, Vec::<u8>::new());
             Ok(())
         })
@@ -37,11 +42,13 @@ fn dropping_a_subscription_discards_its_queued_demands() {
             .setup(|_, ctx| {
                 ctx.subscribe_self()
                     .event(|s: &mut Script, _, n: &u32| s.log.push(format!("got {n}")))?;
-                ctx.subscribe_self().event(|s: &mut Script, ctx, _: &Drop_| {
-                    let me = ctx.direct_mbox();
-                    let default = ctx.default_state().clone();
-                    s.log.push(format!("dropped {}", ctx.unsubscribe::<u32>(&me, &default)));
-                })?;
+                ctx.subscribe_self()
+                    .event(|s: &mut Script, ctx, _: &Drop_| {
+                        let me = ctx.direct_mbox();
+                        let default = ctx.default_state().clone();
+                        s.log
+                            .push(format!("dropped {}", ctx.unsubscribe::<u32>(&me, &default)));
+                    })?;
                 Ok(())
             })
             .start(|_, ctx| {
@@ -62,13 +69,14 @@ fn a_subscription_made_in_a_handler_receives_the_next_message() {
     let log = run_script(|log| {
         Script::new(log)
             .setup(|_, ctx| {
-                ctx.subscribe_self().event(|_: &mut Script, ctx, _: &Switch| {
-                    ctx.subscribe_self()
-                        .event(|s: &mut Script, _, n: &u32| s.log.push(format!("got {n}")))
-                        .unwrap();
-                    send(&ctx.direct_mbox(), 7u32).unwrap();
-                    send(&ctx.direct_mbox(), common::End).unwrap();
-                })?;
+                ctx.subscribe_self()
+                    .event(|_: &mut Script, ctx, _: &Switch| {
+                        ctx.subscribe_self()
+                            .event(|s: &mut Script, _, n: &u32| s.log.push(format!("got {n}")))
+                            .unwrap();
+                        send(&ctx.direct_mbox(), 7u32).unwrap();
+                        send(&ctx.direct_mbox(), common::End).unwrap();
+                    })?;
                 Ok(())
             })
             .start(|_, ctx| send(&ctx.direct_mbox(), Switch).unwrap())
@@ -109,10 +117,12 @@ fn methods_are_handlers() {
             env.introduce_coop(|coop| {
                 let n = notify.clone();
                 coop.add_agent(Script::new(&l).setup(move |_, ctx| {
-                    ctx.subscribe(&n).event(|s: &mut Script, ctx, d: &agentbox::CoopDeregistered| {
-                        s.log.push(format!("{:?}", d.reason));
-                        ctx.deregister_coop(DeregReason::Normal);
-                    })?;
+                    ctx.subscribe(&n).event(
+                        |s: &mut Script, ctx, d: &agentbox::CoopDeregistered| {
+                            s.log.push(format!("{:?}", d.reason));
+                            ctx.deregister_coop(DeregReason::Normal);
+                        },
+                    )?;
                     Ok(())
                 }));
             })
@@ -170,14 +180,14 @@ fn a_filter_passes_two_of_ten_and_a_filter_without_subscription_delivers_nothing
 #[test]
 fn replacing_or_dropping_a_filter_affects_only_later_sends() {
     let log = run_script(|log| {
-        Script::new(log)
-            .setup(|_, ctx| {
-                let news = ctx.environment().create_mbox();
-                ctx.subscribe(&news)
-                    .event(|s: &mut Script, _, n: &u32| s.log.push(format!("{n}")))?;
-                ctx.set_delivery_filter(&news, |n: &u32| n % 2 == 0)?;
-                let n2 = news.clone();
-                ctx.subscribe_self().event(move |_: &mut Script, ctx, step: &u8| {
+        Script::new(log).setup(|_, ctx| {
+            let news = ctx.environment().create_mbox();
+            ctx.subscribe(&news)
+                .event(|s: &mut Script, _, n: &u32| s.log.push(format!("{n}")))?;
+            ctx.set_delivery_filter(&news, |n: &u32| n % 2 == 0)?;
+            let n2 = news.clone();
+            ctx.subscribe_self()
+                .event(move |_: &mut Script, ctx, step: &u8| {
                     if *step == 0 {
                         ctx.set_delivery_filter(&n2, |n: &u32| n % 2 == 1).unwrap();
                         for n in 5..=7u32 {
@@ -192,12 +202,12 @@ fn replacing_or_dropping_a_filter_affects_only_later_sends() {
                         send(&ctx.direct_mbox(), common::End).unwrap();
                     }
                 })?;
-                for n in 1..=4u32 {
-                    send(&news, n).unwrap();
-                }
-                send(&ctx.direct_mbox(), 0u8).unwrap();
-                Ok(())
-            })
+            for n in 1..=4u32 {
+                send(&news, n).unwrap();
+            }
+            send(&ctx.direct_mbox(), 0u8).unwrap();
+            Ok(())
+        })
     });
     assert_eq!(log, ["2", "4", "5", "7", "8", "9"]);
 }

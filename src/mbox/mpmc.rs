@@ -148,15 +148,6 @@ impl MpmcMbox {
             }
         }
     }
-
-    /// Number of (type, agent) entries that receive messages; for tests and stats.
-    #[cfg(test)]
-    pub(crate) fn subscriber_count(&self, ty: MessageType) -> usize {
-        self.table
-            .read()
-            .get(&ty.type_id())
-            .map_or(0, |l| l.iter().filter(|s| s.subscribed).count())
-    }
 }
 
 impl Drop for MpmcMbox {

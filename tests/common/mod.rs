@@ -162,7 +162,11 @@ pub struct Recorder {
 impl Recorder {
     pub fn mbox(describe: fn(&agentbox::Message) -> String) -> (Mbox, Log) {
         let seen = Log::new();
-        let r = Arc::new(Recorder { id: agentbox::MboxId::next(), seen: seen.clone(), describe });
+        let r = Arc::new(Recorder {
+            id: agentbox::MboxId::next(),
+            seen: seen.clone(),
+            describe,
+        });
         (Mbox::custom(r), seen)
     }
 }
@@ -174,11 +178,22 @@ impl agentbox::MboxImpl for Recorder {
     fn kind(&self) -> MboxKind {
         MboxKind::MultiConsumer
     }
-    fn subscribe(&self, _: agentbox::MessageType, _: &agentbox::AgentRef) -> Result<(), agentbox::SubscribeError> {
-        Err(agentbox::SubscribeError::Refused { mbox: self.name(), reason: "record only".into() })
+    fn subscribe(
+        &self,
+        _: agentbox::MessageType,
+        _: &agentbox::AgentRef,
+    ) -> Result<(), agentbox::SubscribeError> {
+        Err(agentbox::SubscribeError::Refused {
+            mbox: self.name(),
+            reason: "record only".into(),
+        })
     }
     fn unsubscribe(&self, _: agentbox::MessageType, _: &agentbox::AgentRef) {}
-    fn deliver(&self, msg: agentbox::Message, _: agentbox::RedirectionDepth) -> Result<(), agentbox::SendError> {
+    fn deliver(
+        &self,
+        msg: agentbox::Message,
+        _: agentbox::RedirectionDepth,
+    ) -> Result<(), agentbox::SendError> {
         self.seen.push((self.describe)(&msg));
         Ok(())
     }

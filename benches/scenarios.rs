@@ -1,0 +1,353 @@
+//! Benchmark scenarios shared by `examples/bench.rs` and the criterion benches. Each runs
+//! one environment, verifies its own counts, and returns the elapsed time.
+#![allow(dead_code)]
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agentbox::prelude::*;
+
+/// Ping or pong carrying a payload of `N` bytes.
+struct Ball<const N: usize>([u8; N]);
+struct Hello(Mbox);
+
+struct Pinger<const N: usize> {
+    out: Mbox,
+    rounds: u64,
+    done: u64,
+    started: Arc<parking_lot::Mutex<Option<Instant>>>,
+}
+
+struct Ponger<const N: usize> {
+    back: Option<Mbox>,
+    count: Arc<AtomicU64>,
+}
+
+impl<const N: usize> Agent for Pinger<N> {
+    fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+        ctx.subscribe_self()
+            .event(|a: &mut Self, ctx, b: &Ball<N>| {
+                a.done += 1;
+                if a.done < a.rounds {
+                    send(&a.out, Ball(b.0)).unwrap();
+                } else {
+                    ctx.deregister_coop(DeregReason::Normal);
+                }
+            })?;
+        Ok(())
+    }
+    fn on_start(&mut self, ctx: &mut Context<Self>) {
+        send(&self.out, Hello(ctx.direct_mbox())).unwrap();
+        *self.started.lock() = Some(Instant::now());
+        send(&self.out, Ball([0u8; N])).unwrap();
+    }
+}
+
+impl<const N: usize> Agent for Ponger<N> {
+    fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+        ctx.subscribe_self()
+            .event(|a: &mut Self, _, h: &Hello| a.back = Some(h.0.clone()))?;
+        ctx.subscribe_self().event(|a: &mut Self, _, b: &Ball<N>| {
+            a.count.fetch_add(1, Ordering::Relaxed);
+            send(a.back.as_ref().unwrap(), Ball(b.0)).unwrap();
+        })?;
+        Ok(())
+    }
+}
+
+/// Two agents on the default one_thread dispatcher, direct mboxes; `rounds` round trips.
+/// Returns the time for `2 * rounds` messages.
+pub fn ping_pong_direct<const N: usize>(rounds: u64) -> Duration {
+    let started = Arc::new(parking_lot::Mutex::new(None));
+    let count = Arc::new(AtomicU64::new(0));
+    let (s, c) = (started.clone(), count.clone());
+    Environment::launch(move |env| {
+        env.introduce_coop(|coop| {
+            let ponger = coop.add_agent(Ponger::<N> {
+                back: None,
+                count: c,
+            });
+            coop.add_agent(Pinger::<N> {
+                out: ponger,
+                rounds,
+                done: 0,
+                started: s,
+            });
+        })
+        .unwrap();
+    })
+    .unwrap();
+    let elapsed = started.lock().expect("started").elapsed();
+    assert_eq!(count.load(Ordering::Relaxed), rounds, "ping-pong count");
+    elapsed
+}
+
+struct MpmcSide {
+    listen: Mbox,
+    out: Mbox,
+    rounds: u64,
+    seen: u64,
+    first: bool,
+    started: Arc<parking_lot::Mutex<Option<Instant>>>,
+}
+
+impl Agent for MpmcSide {
+    fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+        let listen = self.listen.clone();
+        ctx.subscribe(&listen).event(|a: &mut Self, ctx, n: &u64| {
+            a.seen += 1;
+            if *n + 1 < 2 * a.rounds {
+                send(&a.out, n + 1).unwrap();
+            } else {
+                ctx.deregister_coop(DeregReason::Normal);
+            }
+        })?;
+        Ok(())
+    }
+    fn on_start(&mut self, _ctx: &mut Context<Self>) {
+        if self.first {
+            *self.started.lock() = Some(Instant::now());
+            send(&self.out, 0u64).unwrap();
+        }
+    }
+}
+
+/// Ping-pong over two MPMC mboxes; returns the time for `2 * rounds` messages.
+pub fn ping_pong_mpmc(rounds: u64) -> Duration {
+    let started = Arc::new(parking_lot::Mutex::new(None));
+    let s = started.clone();
+    Environment::launch(move |env| {
+        let (a, b) = (env.create_mbox(), env.create_mbox());
+        env.introduce_coop(|coop| {
+            coop.add_agent(MpmcSide {
+                listen: a.clone(),
+                out: b.clone(),
+                rounds,
+                seen: 0,
+                first: true,
+                started: s.clone(),
+            });
+            coop.add_agent(MpmcSide {
+                listen: b,
+                out: a,
+                rounds,
+                seen: 0,
+                first: false,
+                started: s,
+            });
+        })
+        .unwrap();
+    })
+    .unwrap();
+    let elapsed = started.lock().expect("started").elapsed();
+    elapsed
+}
+
+struct Item(u64);
+struct Ack;
+
+struct Broadcaster {
+    news: Mbox,
+    receivers: u64,
+    batches: u64,
+    batch: u64,
+    acks: u64,
+    sent_batches: u64,
+    started: Arc<parking_lot::Mutex<Option<Instant>>>,
+}
+
+impl Broadcaster {
+    fn send_batch(&mut self) {
+        for i in 0..self.batch {
+            send(&self.news, Item(i)).unwrap();
+        }
+        self.sent_batches += 1;
+    }
+}
+
+impl Agent for Broadcaster {
+    fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+        ctx.subscribe_self().event(|a: &mut Self, ctx, _: &Ack| {
+            a.acks += 1;
+            if a.acks % a.receivers == 0 {
+                if a.sent_batches < a.batches {
+                    a.send_batch();
+                } else {
+                    ctx.deregister_coop(DeregReason::Normal);
+                }
+            }
+        })?;
+        Ok(())
+    }
+    fn on_start(&mut self, _ctx: &mut Context<Self>) {
+        *self.started.lock() = Some(Instant::now());
+        self.send_batch();
+    }
+}
+
+struct Subscriber {
+    news: Mbox,
+    ack: Mbox,
+    batch: u64,
+    got: Arc<AtomicU64>,
+}
+
+impl Agent for Subscriber {
+    fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+        let news = self.news.clone();
+        ctx.subscribe(&news).event(|a: &mut Self, _, item: &Item| {
+            a.got.fetch_add(1, Ordering::Relaxed);
+            if item.0 + 1 == a.batch {
+                send(&a.ack, Ack).unwrap();
+            }
+        })?;
+        Ok(())
+    }
+}
+
+/// One MPMC mbox, `receivers` subscribers; `batches` batches of 1000 sends, each acked by
+/// every subscriber. Returns (time, deliveries).
+pub fn fanout(receivers: u64, batches: u64) -> (Duration, u64) {
+    let batch = 1000;
+    let started = Arc::new(parking_lot::Mutex::new(None));
+    let got = Arc::new(AtomicU64::new(0));
+    let (s, g) = (started.clone(), got.clone());
+    Environment::launch(move |env| {
+        let news = env.create_mbox();
+        env.introduce_coop(|coop| {
+            let ack = coop.add_agent(Broadcaster {
+                news: news.clone(),
+                receivers,
+                batches,
+                batch,
+                acks: 0,
+                sent_batches: 0,
+                started: s,
+            });
+            for _ in 0..receivers {
+                coop.add_agent(Subscriber {
+                    news: news.clone(),
+                    ack: ack.clone(),
+                    batch,
+                    got: g.clone(),
+                });
+            }
+        })
+        .unwrap();
+    })
+    .unwrap();
+    let elapsed = started.lock().expect("started").elapsed();
+    let deliveries = got.load(Ordering::Relaxed);
+    assert_eq!(
+        deliveries,
+        receivers * batches * batch,
+        "fan-out deliveries"
+    );
+    (elapsed, deliveries)
+}
+
+struct Token(u64);
+struct Next(Mbox);
+
+struct RingNode {
+    next: Option<Mbox>,
+    hops: Arc<AtomicU64>,
+}
+
+impl Agent for RingNode {
+    fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+        ctx.subscribe_self()
+            .event(|a: &mut Self, _, n: &Next| a.next = Some(n.0.clone()))?;
+        ctx.subscribe_self().event(|a: &mut Self, ctx, t: &Token| {
+            a.hops.fetch_add(1, Ordering::Relaxed);
+            if t.0 == 0 {
+                ctx.deregister_coop(DeregReason::Normal);
+            } else {
+                send(a.next.as_ref().unwrap(), Token(t.0 - 1)).unwrap();
+            }
+        })?;
+        Ok(())
+    }
+}
+
+/// A token passed `hops` times around a ring of `nodes` agents. Returns (time, hops).
+pub fn ring(nodes: usize, hops: u64) -> (Duration, u64) {
+    let counted = Arc::new(AtomicU64::new(0));
+    let c = counted.clone();
+    let mut elapsed = Duration::ZERO;
+    let e = &mut elapsed;
+    Environment::launch(move |env| {
+        let mboxes = env
+            .introduce_coop(|coop| {
+                (0..nodes)
+                    .map(|_| {
+                        coop.add_agent(RingNode {
+                            next: None,
+                            hops: c.clone(),
+                        })
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .unwrap();
+        for (i, m) in mboxes.iter().enumerate() {
+            send(m, Next(mboxes[(i + 1) % nodes].clone())).unwrap();
+        }
+        let start = Instant::now();
+        send(&mboxes[0], Token(hops - 1)).unwrap();
+        // Wait here (off the worker) for the token's last hop.
+        while c.load(Ordering::Relaxed) < hops {
+            std::thread::yield_now();
+        }
+        *e = start.elapsed();
+    })
+    .unwrap();
+    let h = counted.load(Ordering::Relaxed);
+    assert_eq!(h, hops, "ring hops");
+    (elapsed, h)
+}
+
+struct Member {
+    first: bool,
+    finished: Arc<AtomicU64>,
+}
+
+impl Agent for Member {
+    fn on_start(&mut self, ctx: &mut Context<Self>) {
+        if self.first {
+            ctx.deregister_coop(DeregReason::Normal);
+        }
+    }
+    fn on_finish(&mut self, _ctx: &mut Context<Self>) {
+        self.finished.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Registers `coops` coops of 10 agents each; every coop deregisters itself at start.
+/// Returns the time until the last one is gone.
+pub fn coop_reg(coops: u64) -> Duration {
+    let finished = Arc::new(AtomicU64::new(0));
+    let f = finished.clone();
+    let start = Instant::now();
+    Environment::launch(move |env| {
+        for _ in 0..coops {
+            env.introduce_coop(|coop| {
+                for i in 0..10 {
+                    coop.add_agent(Member {
+                        first: i == 0,
+                        finished: f.clone(),
+                    });
+                }
+            })
+            .unwrap();
+        }
+    })
+    .unwrap();
+    let elapsed = start.elapsed();
+    assert_eq!(
+        finished.load(Ordering::Relaxed),
+        coops * 10,
+        "coop members finished"
+    );
+    elapsed
+}

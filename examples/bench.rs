@@ -1,0 +1,47 @@
+//! The benchmark figures, one `RESULT name=… value=… unit=…` line each.
+//!
+//! `cargo run --release --example bench [-- --quick]` (quick: well under 20 s in all).
+//! Every scenario verifies its own counts. Compare figures as ratios within one run: the
+//! machine may be shared and noisy.
+
+#[path = "../benches/scenarios.rs"]
+mod scenarios;
+
+fn result(name: &str, value: f64, unit: &str) {
+    println!("RESULT name={name} value={value:.0} unit={unit}");
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let scale = if quick { 1 } else { 5 };
+
+    let rounds = 2_000_000 * scale;
+    let t = scenarios::ping_pong_direct::<8>(rounds);
+    result(
+        "ping_pong_one_thread",
+        (2 * rounds) as f64 / t.as_secs_f64(),
+        "msg/s",
+    );
+
+    let rounds = 1_000_000 * scale;
+    let t = scenarios::ping_pong_mpmc(rounds);
+    result(
+        "ping_pong_mpmc",
+        (2 * rounds) as f64 / t.as_secs_f64(),
+        "msg/s",
+    );
+
+    let (t, deliveries) = scenarios::fanout(16, 1000 * scale);
+    result(
+        "fanout_16",
+        deliveries as f64 / t.as_secs_f64(),
+        "deliveries/s",
+    );
+
+    let (t, hops) = scenarios::ring(50_000, 2_000_000 * scale);
+    result("ring_50k", hops as f64 / t.as_secs_f64(), "hops/s");
+
+    let coops = 20_000 * scale;
+    let t = scenarios::coop_reg(coops);
+    result("coop_reg", coops as f64 / t.as_secs_f64(), "coops/s");
+}

@@ -76,7 +76,7 @@ pub(crate) fn panic_message(payload: &Box<dyn Any + Send>) -> String {
 
 /// Applies the agent's effective reaction to a failure.
 pub(crate) fn react(agent: &AgentArc, failure: Failure, during: &str) {
-    let core = &agent.core;
+    let core = agent;
     let coop = core.coop();
     let env = core.env.upgrade();
     let mut reaction = core.reaction;

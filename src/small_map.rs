@@ -122,6 +122,6 @@ mod tests {
         assert_eq!(m.remove(&5), Some(0));
         assert_eq!(m.get(&5), None);
         m.retain(|k, _| k % 2 == 0);
-        assert_eq!(m.len(), 49);
+        assert_eq!(m.len(), 50);
     }
 }

@@ -3,10 +3,9 @@
 use std::any::TypeId;
 use std::sync::Weak;
 
+use super::core::AgentCore;
 use super::subscription::{Handler, Subscriptions};
-use super::{
-    Agent, AgentCell, AgentExec, AgentId, AgentRef, State, StateError, SubscriptionBuilder,
-};
+use super::{Agent, AgentId, AgentRef, State, StateError, SubscriptionBuilder};
 use crate::coop::{CoopHandle, DeregReason};
 use crate::environment::Environment;
 use crate::mbox::{DeliveryFilter, Mbox, Repr, SubscribeError};
@@ -99,7 +98,7 @@ impl States {
 /// (its `on_exit`/`on_enter` hooks need the agent, which the handler is borrowing), before
 /// the agent's next demand.
 pub struct Context<A: Agent> {
-    pub(crate) this: Weak<AgentCell<dyn AgentExec>>,
+    pub(crate) this: Weak<AgentCore>,
     pub(crate) id: AgentId,
     pub(crate) env: Environment,
     pub(crate) subs: Subscriptions<A>,
@@ -107,7 +106,7 @@ pub struct Context<A: Agent> {
 }
 
 impl<A: Agent> Context<A> {
-    pub(crate) fn new(this: Weak<AgentCell<dyn AgentExec>>, id: AgentId, env: Environment) -> Self {
+    pub(crate) fn new(this: Weak<AgentCore>, id: AgentId, env: Environment) -> Self {
         Context {
             this,
             id,
@@ -145,14 +144,14 @@ impl<A: Agent> Context<A> {
 
     /// The agent's coop; `None` before registration.
     pub fn coop(&self) -> Option<CoopHandle> {
-        let cell = self.this.upgrade()?;
-        let coop = cell.core.coop()?;
+        let core = self.this.upgrade()?;
+        let coop = core.coop()?;
         Some(CoopHandle::from_inner(&coop))
     }
 
     /// Starts deregistering the agent's coop with `reason`.
     pub fn deregister_coop(&self, reason: DeregReason) {
-        if let Some(coop) = self.this.upgrade().and_then(|c| c.core.coop()) {
+        if let Some(coop) = self.this.upgrade().and_then(|c| c.coop()) {
             coop.deregister(reason);
         }
     }

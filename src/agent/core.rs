@@ -10,7 +10,7 @@ use parking_lot::{Mutex, RwLock};
 
 use super::{AgentId, Priority};
 use crate::coop::CoopInner;
-use crate::dispatcher::{Demand, DemandKind, EventQueue};
+use crate::dispatcher::{AgentKey, Demand, DemandKind, EventQueue};
 use crate::environment::{Environment, WeakEnv};
 use crate::exception::ExceptionReaction;
 use crate::mbox::{DeliveryFilter, MboxId};
@@ -51,7 +51,8 @@ pub(crate) struct AgentCore {
     pub(crate) reaction: ExceptionReaction,
     pub(crate) env: WeakEnv,
     status: AtomicU8,
-    queue: OnceLock<Arc<dyn EventQueue>>,
+    /// Set once at binding: where this agent's demands go and its key there.
+    binding: OnceLock<(Arc<dyn EventQueue>, AgentKey)>,
     /// Demands pushed before the agent was bound; flushed right after its `Start`.
     pending: Mutex<Vec<DemandKind>>,
     direct: RwLock<SmallMap<TypeId, DirectEntry>>,
@@ -76,7 +77,7 @@ impl AgentCore {
             reaction,
             env: env.downgrade(),
             status: AtomicU8::new(DEFINING),
-            queue: OnceLock::new(),
+            binding: OnceLock::new(),
             pending: Mutex::new(Vec::new()),
             direct: RwLock::new(SmallMap::default()),
             fast_types: Default::default(),
@@ -170,23 +171,19 @@ impl AgentCore {
     }
 }
 
-/// An agent's shared core plus its typed executor: `AgentCell<Typed<A>>` coerces to
-/// `AgentCell<dyn AgentExec>`, so the core is reached without a virtual call.
-pub(crate) struct AgentCell<T: ?Sized> {
-    pub(crate) core: AgentCore,
-    pub(crate) exec: T,
-}
+pub(crate) type AgentArc = Arc<AgentCore>;
 
-pub(crate) type AgentArc = Arc<AgentCell<dyn AgentExec>>;
-
-/// What the dispatcher and the coop call on the typed part of an agent.
-pub(crate) trait AgentExec: Send + Sync + 'static {
-    /// Runs one demand on the worker thread.
-    fn execute(&self, this: &AgentArc, kind: DemandKind);
+/// The executable half of an agent: the user's value, its context and handlers. Owned by
+/// exactly one party at a time — the coop while registering, then the worker that serves
+/// the agent's queue (it arrives there in a `Bind` demand) — so it needs no lock.
+pub(crate) trait AgentExec: Send + 'static {
+    /// Runs one demand on the worker thread; returns `true` after `Finish` (the agent is
+    /// done and its executor may be dropped).
+    fn execute(&mut self, core: &AgentArc, kind: DemandKind) -> bool;
     /// Runs the agent's `define` hook during registration.
-    fn define(&self) -> Result<(), crate::agent::DefineError>;
-    /// Ends the agent's life: drops every subscription and filter, then the user's agent.
-    fn discard(&self);
+    fn define(&mut self) -> Result<(), crate::agent::DefineError>;
+    /// Drops every subscription and filter (a registration that failed).
+    fn discard(&mut self);
 }
 
 /// A reference to an agent, as custom mboxes see subscribers.
@@ -199,12 +196,12 @@ pub struct AgentRef(pub(crate) AgentArc);
 impl AgentRef {
     /// The agent's unique id.
     pub fn id(&self) -> AgentId {
-        self.0.core.id
+        self.0.id
     }
 
     /// The agent's priority (delivery order in multi-consumer mboxes, binding order).
     pub fn priority(&self) -> Priority {
-        self.0.core.priority
+        self.0.priority
     }
 
     /// Queues a message from mbox `mbox` for this agent. Custom mboxes call this for each
@@ -222,59 +219,58 @@ impl AgentRef {
 }
 
 #[inline]
-pub(crate) fn push(agent: &AgentArc, kind: DemandKind) {
-    let core = &agent.core;
-    if let Some(q) = core.queue.get() {
-        q.push(Demand {
-            agent: agent.clone(),
-            kind,
-        });
+pub(crate) fn push(core: &AgentArc, kind: DemandKind) {
+    if let Some((q, key)) = core.binding.get() {
+        q.push(Demand { key: *key, kind });
         return;
     }
     let mut pending = core.pending.lock();
     // The agent may have been bound while we waited for the lock.
-    if let Some(q) = core.queue.get() {
+    if let Some((q, key)) = core.binding.get() {
         drop(pending);
-        q.push(Demand {
-            agent: agent.clone(),
-            kind,
-        });
+        q.push(Demand { key: *key, kind });
     } else {
         pending.push(kind);
     }
 }
 
-/// Binds the agent to `queue`: `Start` first, then whatever arrived before binding.
+/// Binds the agent: its executor goes to the queue's worker (`Bind`), then `Start`, then
+/// whatever arrived before binding.
 ///
 /// Holding `pending` across the pushes means a concurrent sender either got into `pending`
-/// before (and is flushed here, in its order) or sees the queue set after.
-pub(crate) fn activate(agent: &AgentArc, queue: Arc<dyn EventQueue>) {
-    let core = &agent.core;
+/// before (and is flushed here, in its order) or sees the binding set after.
+pub(crate) fn activate(
+    core: &AgentArc,
+    queue: Arc<dyn EventQueue>,
+    key: AgentKey,
+    exec: Box<dyn AgentExec>,
+) {
     let mut pending = core.pending.lock();
     queue.push(Demand {
-        agent: agent.clone(),
+        key,
+        kind: DemandKind::Bind(Box::new((core.clone(), exec))),
+    });
+    queue.push(Demand {
+        key,
         kind: DemandKind::Start,
     });
     for kind in pending.drain(..) {
-        queue.push(Demand {
-            agent: agent.clone(),
-            kind,
-        });
+        queue.push(Demand { key, kind });
     }
-    let _ = core.queue.set(queue);
+    let _ = core.binding.set((queue, key));
 }
 
 /// Sending to an agent's direct mbox: types it does not subscribe to are not queued at
 /// all, and its filter (if any) runs here, on the sender's thread.
 #[inline]
-pub(crate) fn direct_deliver(agent: &AgentArc, msg: Message) {
-    if !agent.core.direct_accepts(&msg) {
+pub(crate) fn direct_deliver(core: &AgentArc, msg: Message) {
+    if !core.direct_accepts(&msg) {
         return;
     }
     push(
-        agent,
+        core,
         DemandKind::Message {
-            mbox: agent.core.mbox_id(),
+            mbox: core.mbox_id(),
             msg,
         },
     );
@@ -311,6 +307,6 @@ impl Eq for AgentRef {}
 
 impl fmt::Debug for AgentRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "AgentRef({})", self.0.core.id.0)
+        write!(f, "AgentRef({})", self.0.id.0)
     }
 }

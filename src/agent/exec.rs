@@ -2,7 +2,6 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use parking_lot::Mutex;
 use smallvec::SmallVec;
 
 use super::core::{AgentArc, AgentExec, ACTIVE, FINISHED};
@@ -12,10 +11,6 @@ use crate::dispatcher::DemandKind;
 use crate::exception::{self, Failure};
 use crate::mbox::MboxId;
 use crate::message::Message;
-
-pub(crate) struct Typed<A: Agent> {
-    pub(crate) inner: Mutex<Option<Inner<A>>>,
-}
 
 pub(crate) struct Inner<A: Agent> {
     pub(crate) agent: A,
@@ -159,36 +154,33 @@ impl<A: Agent> Inner<A> {
     }
 }
 
-impl<A: Agent> Typed<A> {
-    /// Runs `f` on the agent under the panic boundary; a panic or an error becomes a
-    /// [`Failure`] for the exception reaction.
+impl<A: Agent> Inner<A> {
+    /// Runs `f` under the panic boundary; a panic or an error becomes a [`Failure`] for
+    /// the exception reaction.
     fn guarded(
-        &self,
+        &mut self,
         f: impl FnOnce(&mut Inner<A>) -> Result<(), StateError>,
-    ) -> Option<Result<(), Failure>> {
-        let mut guard = self.inner.lock();
-        let inner = guard.as_mut()?;
-        let result = match catch_unwind(AssertUnwindSafe(|| f(inner))) {
+    ) -> Result<(), Failure> {
+        let result = match catch_unwind(AssertUnwindSafe(|| f(self))) {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => Err(Failure::Error(e)),
             Err(payload) => Err(Failure::Panic(exception::panic_message(&payload))),
         };
         if result.is_err() {
             // A second panic here (in a hook re-run by recover) would escape: forget it.
-            let _ = catch_unwind(AssertUnwindSafe(|| inner.recover()));
+            let _ = catch_unwind(AssertUnwindSafe(|| self.recover()));
         }
-        Some(result)
+        result
     }
 }
 
-impl<A: Agent> AgentExec for Typed<A> {
+impl<A: Agent> AgentExec for Inner<A> {
     #[inline]
-    fn execute(&self, this: &AgentArc, kind: DemandKind) {
-        let core = &this.core;
+    fn execute(&mut self, core: &AgentArc, kind: DemandKind) -> bool {
         let result = match kind {
             DemandKind::Message { mbox, msg } => {
                 if core.status() != ACTIVE {
-                    return; // deregistering or finished: dropped
+                    return false; // deregistering or finished: dropped
                 }
                 self.guarded(|inner| inner.handle_message(mbox, &msg))
             }
@@ -204,48 +196,36 @@ impl<A: Agent> AgentExec for Typed<A> {
                     inner.apply_pending()
                 });
                 // Whatever on_finish did, the agent is done: it gets nothing more.
-                if let Some(inner) = self.inner.lock().as_mut() {
-                    inner.ctx.subs.drop_all(&AgentRef(this.clone()));
-                }
+                self.ctx.subs.drop_all(&AgentRef(core.clone()));
                 core.direct_clear();
                 core.set_status(FINISHED);
-                if let Some(Err(failure)) = result {
-                    exception::react(this, failure, "on_finish");
+                if let Err(failure) = result {
+                    exception::react(core, failure, "on_finish");
                 }
                 if let Some(coop) = core.coop() {
                     coop.agent_finished();
                 }
-                return;
+                return true;
             }
+            DemandKind::Bind(_) => unreachable!("the worker's table takes Bind demands"),
         };
-        if let Some(Err(failure)) = result {
-            exception::react(this, failure, "a handler");
+        if let Err(failure) = result {
+            exception::react(core, failure, "a handler");
         }
+        false
     }
 
-    fn define(&self) -> Result<(), DefineError> {
-        let mut guard = self.inner.lock();
-        let Some(inner) = guard.as_mut() else {
-            return Ok(());
-        };
-        let Inner { agent, ctx, .. } = inner;
+    fn define(&mut self) -> Result<(), DefineError> {
+        let Inner { agent, ctx, .. } = self;
         let result = agent.define(ctx);
-        let applied = inner.apply_pending();
+        let applied = self.apply_pending();
         result.and(applied.map_err(DefineError::from))
     }
 
-    fn discard(&self) {
-        let taken = {
-            let mut guard = self.inner.lock();
-            if let Some(inner) = guard.as_mut() {
-                if let Ok(me) = inner.ctx.me() {
-                    inner.ctx.subs.drop_all(&me);
-                    me.0.core.direct_clear();
-                }
-            }
-            guard.take()
-        };
-        // The user's agent is dropped outside the lock: its Drop may do anything.
-        drop(taken);
+    fn discard(&mut self) {
+        if let Ok(me) = self.ctx.me() {
+            self.ctx.subs.drop_all(&me);
+            me.0.direct_clear();
+        }
     }
 }

@@ -9,11 +9,10 @@ mod subscription;
 use std::fmt;
 use std::sync::Arc;
 
-use parking_lot::Mutex;
 use thiserror::Error;
 
 pub use self::core::AgentRef;
-pub(crate) use self::core::{activate, direct_deliver, AgentArc, AgentCell, AgentExec};
+pub(crate) use self::core::{activate, direct_deliver, AgentArc, AgentExec};
 pub use context::Context;
 pub use state::{History, State, StateError, MAX_STATE_NESTING};
 pub use subscription::SubscriptionBuilder;
@@ -164,23 +163,15 @@ pub enum DefineError {
     Custom(String),
 }
 
-/// Creates the agent's cell: core, context and the user's value, not yet defined or bound.
-pub(crate) fn create<A: Agent>(agent: A, env: &Environment) -> AgentArc {
+/// Creates an agent: its shared core and its executor, not yet defined or bound.
+pub(crate) fn create<A: Agent>(agent: A, env: &Environment) -> (AgentArc, Box<dyn AgentExec>) {
     let id = AgentId(MboxId::next().0);
-    let priority = agent.priority();
-    let reaction = agent.exception_reaction();
-    let cell: Arc<AgentCell<exec::Typed<A>>> =
-        Arc::new_cyclic(|weak: &std::sync::Weak<AgentCell<exec::Typed<A>>>| {
-            let weak: std::sync::Weak<AgentCell<dyn AgentExec>> = weak.clone();
-            AgentCell {
-                core: self::core::AgentCore::new(id, priority, reaction, env),
-                exec: exec::Typed {
-                    inner: Mutex::new(Some(exec::Inner::new(
-                        agent,
-                        Context::new(weak, id, env.clone()),
-                    ))),
-                },
-            }
-        });
-    cell
+    let core = Arc::new(self::core::AgentCore::new(
+        id,
+        agent.priority(),
+        agent.exception_reaction(),
+        env,
+    ));
+    let ctx = Context::new(Arc::downgrade(&core), id, env.clone());
+    (core, Box::new(exec::Inner::new(agent, ctx)))
 }

@@ -11,7 +11,7 @@ use thiserror::Error;
 
 pub(crate) use protocol::{register, CoopInner};
 
-use crate::agent::{self, Agent, AgentArc, DefineError};
+use crate::agent::{self, Agent, AgentArc, AgentExec, DefineError};
 use crate::dispatcher::{BindError, Binder};
 use crate::environment::Environment;
 use crate::exception::ExceptionReaction;
@@ -38,7 +38,7 @@ pub enum DeregReason {
 /// are dropped too.
 pub struct Coop {
     pub(crate) env: Environment,
-    pub(crate) agents: Vec<(AgentArc, Option<Binder>)>,
+    pub(crate) agents: Vec<(AgentArc, Box<dyn AgentExec>, Option<Binder>)>,
     pub(crate) parent: Option<CoopHandle>,
     pub(crate) binder: Option<Binder>,
     pub(crate) reaction: ExceptionReaction,
@@ -73,9 +73,9 @@ impl Coop {
     }
 
     fn add<A: Agent>(&mut self, agent: A, binder: Option<Binder>) -> Mbox {
-        let cell = agent::create(agent, &self.env);
-        let mbox = Mbox(Repr::Direct(cell.clone()));
-        self.agents.push((cell, binder));
+        let (core, exec) = agent::create(agent, &self.env);
+        let mbox = Mbox(Repr::Direct(core.clone()));
+        self.agents.push((core, exec, binder));
         mbox
     }
 
@@ -123,8 +123,8 @@ impl Coop {
 
 impl Drop for Coop {
     fn drop(&mut self) {
-        for (a, _) in self.agents.drain(..) {
-            a.exec.discard();
+        for (_, mut exec, _) in self.agents.drain(..) {
+            exec.discard();
         }
     }
 }

@@ -44,8 +44,8 @@ use parking_lot::Mutex;
 
 use super::{Coop, CoopDeregistered, CoopHandle, CoopRegistered, DeregReason, RegisterError};
 use crate::agent::core::{push, ACTIVE, DEREGISTERING};
-use crate::agent::{activate, AgentArc, AgentRef};
-use crate::dispatcher::{Binder, DemandKind};
+use crate::agent::{activate, AgentArc, AgentExec, AgentRef};
+use crate::dispatcher::{AgentKey, Binder, DemandKind};
 use crate::environment::{Environment, WeakEnv};
 use crate::exception::ExceptionReaction;
 use crate::mbox::{Mbox, MboxId};
@@ -60,7 +60,7 @@ enum Status {
 
 struct Sync {
     status: Status,
-    agents: Vec<(AgentArc, Binder)>,
+    agents: Vec<(AgentArc, Binder, AgentKey)>,
     children: Vec<Arc<CoopInner>>,
     /// Agents whose `on_finish` has not completed.
     live: usize,
@@ -124,8 +124,8 @@ impl CoopInner {
             }
             s.status = Status::Deregistering;
             s.reason = Some(reason);
-            for (a, _) in &s.agents {
-                a.core.transition(ACTIVE, DEREGISTERING);
+            for (a, _, _) in &s.agents {
+                a.transition(ACTIVE, DEREGISTERING);
             }
             s.children.clone()
         };
@@ -144,7 +144,7 @@ impl CoopInner {
             }
             s.finishing = true;
             s.live = s.agents.len();
-            s.agents.iter().map(|(a, _)| a.clone()).collect()
+            s.agents.iter().map(|(a, _, _)| a.clone()).collect()
         };
         if agents.is_empty() {
             self.schedule_final();
@@ -184,9 +184,9 @@ impl CoopInner {
                 std::mem::take(&mut s.dereg_notify),
             )
         };
-        for (a, binder) in agents {
-            binder.0.unbind(&AgentRef(a.clone()));
-            a.exec.discard();
+        // The executors were dropped on their workers after `Finish`.
+        for (a, binder, key) in agents {
+            binder.0.unbind(&AgentRef(a), key);
         }
         if let Some(env) = env {
             env.unlink_coop(self.id);
@@ -207,14 +207,18 @@ impl CoopInner {
     }
 }
 
+type Candidate = (AgentArc, Box<dyn AgentExec>, Binder);
+
+/// Drops agents whose registration failed, subscriptions first.
+fn discard(agents: Vec<Candidate>) {
+    for (_, mut exec, _) in agents {
+        exec.discard();
+    }
+}
+
 /// Registration, steps 1 to 5.
 pub(crate) fn register(mut coop: Coop) -> Result<CoopHandle, RegisterError> {
     let env = coop.env.clone();
-    let discard = |agents: &[(AgentArc, Binder)]| {
-        for (a, _) in agents {
-            a.exec.discard();
-        }
-    };
     let parent = match &coop.parent {
         Some(p) => Some(p.upgrade().ok_or(RegisterError::ParentNotRegistered)?),
         None => None,
@@ -223,13 +227,13 @@ pub(crate) fn register(mut coop: Coop) -> Result<CoopHandle, RegisterError> {
         return Err(RegisterError::ShuttingDown);
     }
     let default_binder = coop.binder.clone();
-    let mut agents: Vec<(AgentArc, Binder)> = std::mem::take(&mut coop.agents)
+    let mut agents: Vec<Candidate> = std::mem::take(&mut coop.agents)
         .into_iter()
-        .map(|(a, b)| {
+        .map(|(a, exec, b)| {
             let b = b
                 .or_else(|| default_binder.clone())
                 .unwrap_or_else(|| env.default_binder());
-            (a, b)
+            (a, exec, b)
         })
         .collect();
     let inner = Arc::new(CoopInner {
@@ -249,42 +253,43 @@ pub(crate) fn register(mut coop: Coop) -> Result<CoopHandle, RegisterError> {
         }),
     });
     // Step 1.
-    for (index, (a, _)) in agents.iter().enumerate() {
-        let _ = a.core.coop.set(Arc::downgrade(&inner));
-        if let Err(source) = a.exec.define() {
-            discard(&agents);
+    for index in 0..agents.len() {
+        let (a, exec, _) = &mut agents[index];
+        let _ = a.coop.set(Arc::downgrade(&inner));
+        if let Err(source) = exec.define() {
+            discard(agents);
             return Err(RegisterError::Define { index, source });
         }
     }
     // Step 2.
-    agents.sort_by_key(|(a, _)| std::cmp::Reverse(a.core.priority));
+    agents.sort_by_key(|(a, _, _)| std::cmp::Reverse(a.priority));
     for i in 0..agents.len() {
-        let (a, b) = &agents[i];
+        let (a, _, b) = &agents[i];
         if let Err(e) = b.0.preallocate(&AgentRef(a.clone())) {
-            for (a, b) in &agents[..i] {
+            for (a, _, b) in &agents[..i] {
                 b.0.undo_preallocation(&AgentRef(a.clone()));
             }
-            discard(&agents);
+            discard(agents);
             return Err(e.into());
         }
     }
     // Step 3.
     if let Err(e) = env.link_coop(&inner) {
-        for (a, b) in &agents {
+        for (a, _, b) in &agents {
             b.0.undo_preallocation(&AgentRef(a.clone()));
         }
-        discard(&agents);
+        discard(agents);
         return Err(e);
     }
     // Step 4.
     let requested = {
         let mut s = inner.sync.lock();
-        for (a, b) in &agents {
-            let queue = b.0.bind(&AgentRef(a.clone()));
-            a.core.set_status(ACTIVE);
-            activate(a, queue);
+        for (a, exec, b) in agents {
+            let (queue, key) = b.0.bind(&AgentRef(a.clone()));
+            a.set_status(ACTIVE);
+            activate(&a, queue, key, exec);
+            s.agents.push((a, b, key));
         }
-        s.agents = agents;
         s.status = Status::Registered;
         s.dereg_requested.take()
     };

@@ -22,33 +22,30 @@ use std::sync::Arc;
 
 use thiserror::Error;
 
-use crate::agent::{AgentArc, AgentRef};
+pub(crate) use table::{AgentKey, AgentTable, KeyAllocator};
+
+use crate::agent::{AgentArc, AgentExec, AgentRef};
 use crate::mbox::MboxId;
 use crate::message::Message;
 
-/// One queued execution for one agent.
+mod table;
+
+/// One queued execution for one agent, named by its key on the queue's worker (no
+/// reference count per message).
 pub(crate) struct Demand {
-    pub(crate) agent: AgentArc,
+    pub(crate) key: AgentKey,
     pub(crate) kind: DemandKind,
 }
 
 pub(crate) enum DemandKind {
+    /// The agent's executor moves to the worker: always the first demand of an agent.
+    Bind(Box<(AgentArc, Box<dyn AgentExec>)>),
     /// `on_start`: always the first demand an agent handles.
     Start,
     /// `on_finish`: always the last.
     Finish,
     /// A message from mbox `mbox`.
     Message { mbox: MboxId, msg: Message },
-}
-
-impl Demand {
-    /// Runs the demand on the calling (worker) thread. Panics of user code are caught
-    /// inside and handed to the exception reaction.
-    #[inline]
-    pub(crate) fn run(self) {
-        let Demand { agent, kind } = self;
-        agent.exec.execute(&agent, kind);
-    }
 }
 
 /// A queue a dispatcher gives to each bound agent.
@@ -64,10 +61,10 @@ pub(crate) trait BinderImpl: Send + Sync {
     fn preallocate(&self, agent: &AgentRef) -> Result<(), BindError>;
     /// Releases what `preallocate` reserved when the registration fails later.
     fn undo_preallocation(&self, agent: &AgentRef);
-    /// Binds the agent: returns the queue its demands go to. Cannot fail.
-    fn bind(&self, agent: &AgentRef) -> Arc<dyn EventQueue>;
+    /// Binds the agent: returns the queue its demands go to and its key there. Cannot fail.
+    fn bind(&self, agent: &AgentRef) -> (Arc<dyn EventQueue>, AgentKey);
     /// Called once after the agent's `on_finish`, off the dispatcher's own threads.
-    fn unbind(&self, agent: &AgentRef);
+    fn unbind(&self, agent: &AgentRef, key: AgentKey);
 }
 
 /// Binds agents to the dispatcher it was made from; give it to a coop.
@@ -169,10 +166,10 @@ pub(crate) fn stopped_binder() -> Binder {
             Err(BindError::Shutdown)
         }
         fn undo_preallocation(&self, _agent: &AgentRef) {}
-        fn bind(&self, _agent: &AgentRef) -> Arc<dyn EventQueue> {
+        fn bind(&self, _agent: &AgentRef) -> (Arc<dyn EventQueue>, AgentKey) {
             unreachable!("preallocation always fails")
         }
-        fn unbind(&self, _agent: &AgentRef) {}
+        fn unbind(&self, _agent: &AgentRef, _key: AgentKey) {}
     }
     Binder(Arc::new(Stopped))
 }

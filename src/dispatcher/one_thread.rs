@@ -18,7 +18,9 @@ use std::thread::{JoinHandle, ThreadId};
 use parking_lot::Mutex;
 
 use super::serial::SerialQueue;
-use super::{BindError, Binder, BinderImpl, BuildError, DispatcherHandle, EventQueue};
+use super::{
+    AgentKey, BindError, Binder, BinderImpl, BuildError, DispatcherHandle, EventQueue, KeyAllocator,
+};
 use crate::agent::AgentRef;
 
 /// Builds a `one_thread` dispatcher.
@@ -60,6 +62,7 @@ impl Builder {
             thread_id: thread.thread().id(),
             thread: Mutex::new(Some(thread)),
             queue,
+            keys: KeyAllocator::default(),
         });
         Ok(DispatcherHandle::new(
             "one_thread",
@@ -72,6 +75,7 @@ impl Builder {
 /// Owns the thread: dropped when the last handle, binder and bound agent are gone.
 struct Core {
     queue: Arc<SerialQueue>,
+    keys: KeyAllocator,
     thread: Mutex<Option<JoinHandle<()>>>,
     thread_id: ThreadId,
 }
@@ -100,9 +104,11 @@ impl BinderImpl for OneThreadBinder {
 
     fn undo_preallocation(&self, _agent: &AgentRef) {}
 
-    fn bind(&self, _agent: &AgentRef) -> Arc<dyn EventQueue> {
-        self.core.queue.clone()
+    fn bind(&self, _agent: &AgentRef) -> (Arc<dyn EventQueue>, AgentKey) {
+        (self.core.queue.clone(), self.core.keys.allocate())
     }
 
-    fn unbind(&self, _agent: &AgentRef) {}
+    fn unbind(&self, _agent: &AgentRef, key: AgentKey) {
+        self.core.keys.release(key);
+    }
 }

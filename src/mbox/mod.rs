@@ -102,7 +102,7 @@ impl Mbox {
     pub fn id(&self) -> MboxId {
         match &self.0 {
             Repr::Mpmc(m) => m.id,
-            Repr::Direct(a) => a.core.mbox_id(),
+            Repr::Direct(a) => a.mbox_id(),
             Repr::Unique(m) => m.id,
             Repr::Custom(c) => c.id(),
         }
@@ -121,7 +121,7 @@ impl Mbox {
     pub fn name(&self) -> String {
         match &self.0 {
             Repr::Mpmc(m) => m.name(),
-            Repr::Direct(a) => format!("direct:{}", a.core.id.0),
+            Repr::Direct(a) => format!("direct:{}", a.id.0),
             Repr::Unique(m) => format!("unique:{}", m.id.0),
             Repr::Custom(c) => c.name(),
         }
@@ -131,7 +131,7 @@ impl Mbox {
     pub fn environment(&self) -> Option<Environment> {
         match &self.0 {
             Repr::Mpmc(m) => m.env.upgrade(),
-            Repr::Direct(a) => a.core.env.upgrade(),
+            Repr::Direct(a) => a.env.upgrade(),
             Repr::Unique(m) => m.env.upgrade(),
             Repr::Custom(c) => c.environment(),
         }
@@ -200,7 +200,7 @@ impl Mbox {
             Repr::Mpmc(m) => m.subscribe(ty, subscriber),
             Repr::Direct(a) => {
                 self.check_owner(a, subscriber)?;
-                a.core.direct_set_subscribed(ty, true);
+                a.direct_set_subscribed(ty, true);
                 Ok(())
             }
             Repr::Unique(m) => m.subscribe(ty, subscriber),
@@ -214,7 +214,7 @@ impl Mbox {
             Repr::Mpmc(m) => m.unsubscribe(ty, subscriber),
             Repr::Direct(a) => {
                 if Arc::ptr_eq(a, &subscriber.0) {
-                    a.core.direct_set_subscribed(ty, false);
+                    a.direct_set_subscribed(ty, false);
                 }
             }
             Repr::Unique(m) => m.unsubscribe(ty, subscriber),
@@ -241,7 +241,7 @@ impl Mbox {
             }
             Repr::Direct(a) => {
                 self.check_owner(a, subscriber)?;
-                a.core.direct_set_filter(ty, Some(filter));
+                a.direct_set_filter(ty, Some(filter));
                 Ok(())
             }
             Repr::Unique(_) => Err(SubscribeError::FiltersUnsupported { mbox: self.name() }),
@@ -255,7 +255,7 @@ impl Mbox {
             Repr::Mpmc(m) => m.set_filter(ty, None, subscriber),
             Repr::Direct(a) => {
                 if Arc::ptr_eq(a, &subscriber.0) {
-                    a.core.direct_set_filter(ty, None);
+                    a.direct_set_filter(ty, None);
                 }
             }
             Repr::Unique(_) => {}

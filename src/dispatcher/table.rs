@@ -1,0 +1,106 @@
+//! The agents a worker serves, owned by the worker and found by key.
+//!
+//! An agent's executor (its user value, context and handlers) arrives at the worker in a
+//! `Bind` demand, the first demand of every agent, and is dropped there right after its
+//! `Finish`. Demands name their agent by an [`AgentKey`]: a slot in the worker's table and
+//! the generation of the slot's current occupant, so a stale demand (queued for an agent
+//! that has finished) finds a different generation — or nothing — and is dropped.
+//!
+//! Keys are handed out by the dispatcher's [`KeyAllocator`] at binding and returned at
+//! unbinding, which comes after the agent's `Finish` ran on the worker: so the worker has
+//! always emptied a slot before it sees the `Bind` of the slot's next occupant.
+
+use parking_lot::Mutex;
+
+use super::{Demand, DemandKind};
+use crate::agent::{AgentArc, AgentExec};
+
+/// Slot and generation of an agent on its worker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct AgentKey {
+    slot: u32,
+    generation: u32,
+}
+
+/// Hands out keys; shared by the binder (bind) and the finalizer (unbind).
+#[derive(Default)]
+pub(crate) struct KeyAllocator {
+    state: Mutex<KeyState>,
+}
+
+#[derive(Default)]
+struct KeyState {
+    next_slot: u32,
+    free: Vec<AgentKey>,
+    live: usize,
+}
+
+impl KeyAllocator {
+    pub(crate) fn allocate(&self) -> AgentKey {
+        let mut s = self.state.lock();
+        s.live += 1;
+        match s.free.pop() {
+            Some(k) => k,
+            None => {
+                let slot = s.next_slot;
+                s.next_slot += 1;
+                AgentKey {
+                    slot,
+                    generation: 0,
+                }
+            }
+        }
+    }
+
+    pub(crate) fn release(&self, key: AgentKey) {
+        let mut s = self.state.lock();
+        s.live -= 1;
+        s.free.push(AgentKey {
+            slot: key.slot,
+            generation: key.generation.wrapping_add(1),
+        });
+    }
+
+    /// Agents bound now.
+    #[allow(dead_code)]
+    pub(crate) fn live(&self) -> usize {
+        self.state.lock().live
+    }
+}
+
+type Entry = (u32, AgentArc, Box<dyn AgentExec>);
+
+/// The worker's agents. Lives on the worker's stack; never shared.
+#[derive(Default)]
+pub(crate) struct AgentTable {
+    slots: Vec<Option<Entry>>,
+}
+
+impl AgentTable {
+    /// Runs one demand.
+    #[inline]
+    pub(crate) fn run(&mut self, demand: Demand) {
+        let Demand { key, kind } = demand;
+        let slot = key.slot as usize;
+        if let DemandKind::Bind(bound) = kind {
+            if slot >= self.slots.len() {
+                self.slots.resize_with(slot + 1, || None);
+            }
+            let (core, exec) = *bound;
+            self.slots[slot] = Some((key.generation, core, exec));
+            return;
+        }
+        let finished = match self.slots.get_mut(slot) {
+            Some(Some((generation, core, exec))) if *generation == key.generation => {
+                exec.execute(core, kind)
+            }
+            // The agent has finished (or the slot has a new occupant): dropped.
+            _ => false,
+        };
+        if finished {
+            // The user's agent is dropped here, on its worker, after its last demand.
+            let entry = self.slots[slot].take();
+            drop(entry);
+        }
+    }
+}

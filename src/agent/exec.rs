@@ -29,8 +29,16 @@ impl<A: Agent> Inner<A> {
 
     /// Moves new handlers into the slab, empties freed slots, then applies requested state
     /// switches in order (whose hooks may subscribe again: hence the loop).
-    #[inline]
+    #[inline(always)]
     fn apply_pending(&mut self) -> Result<(), StateError> {
+        if !self.ctx.subs.has_pending() && self.ctx.states.pending.is_empty() {
+            return Ok(());
+        }
+        self.apply_pending_slow()
+    }
+
+    #[inline(never)]
+    fn apply_pending_slow(&mut self) -> Result<(), StateError> {
         while self.ctx.subs.has_pending() || !self.ctx.states.pending.is_empty() {
             for (slot, h) in self.ctx.subs.new_handlers.drain(..) {
                 if slot >= self.slab.len() {
@@ -101,7 +109,26 @@ impl<A: Agent> Inner<A> {
 
     /// Looks the handler up in the current state, its parents, then the dead-letter
     /// handlers, and runs it.
+    #[inline]
     fn handle_message(&mut self, mbox: MboxId, msg: &Message) -> Result<(), StateError> {
+        let ty = msg.message_type();
+        // The common case: a handler in the current state or a parent.
+        if let Some(Action::Handler(slot)) =
+            self.ctx
+                .subs
+                .find(mbox.0, ty.type_id(), &self.ctx.states.current)
+        {
+            let slot = *slot;
+            self.call_event(slot, msg);
+            return self.apply_pending();
+        }
+        self.handle_message_slow(mbox, msg)
+    }
+
+    /// Everything but a plain handler: transfers (with loop detection), suppression,
+    /// switches, dead letters.
+    #[inline(never)]
+    fn handle_message_slow(&mut self, mbox: MboxId, msg: &Message) -> Result<(), StateError> {
         let ty = msg.message_type();
         let mut visited: SmallVec<[u64; 4]> = SmallVec::new();
         loop {

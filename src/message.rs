@@ -107,45 +107,87 @@ impl fmt::Debug for MessageType {
 /// ```
 #[derive(Clone)]
 pub struct Message {
-    ty: MessageType,
-    payload: Arc<dyn Any + Send + Sync>,
+    // Only the `TypeId` is kept inline (handler lookup needs it on every delivery); the name
+    // and mutability sit behind the payload's vtable. A message is 32 bytes, and it is moved
+    // several times per hop: the 56-byte version showed in the profile.
+    id: TypeId,
+    payload: Arc<dyn Payload>,
 }
 
-/// Storage of a mutable payload: taken exactly once by its one receiver.
+/// A payload that knows its message type.
+trait Payload: Send + Sync + 'static {
+    fn message_type(&self) -> MessageType;
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// An immutable payload.
+struct Shared<T>(T);
+
+impl<T: Send + Sync + 'static> Payload for Shared<T> {
+    fn message_type(&self) -> MessageType {
+        MessageType::of::<T>()
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// A mutable payload: taken exactly once by its one receiver.
 struct MutableSlot<T>(Mutex<Option<T>>);
+
+impl<T: Send + 'static> Payload for MutableSlot<T> {
+    fn message_type(&self) -> MessageType {
+        MessageType::of_mutable::<T>()
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
 
 impl Message {
     /// Wraps an immutable message.
+    #[inline]
     pub fn new<T: Send + Sync + 'static>(value: T) -> Self {
         Message {
-            ty: MessageType::of::<T>(),
-            payload: Arc::new(value),
+            id: TypeId::of::<T>(),
+            payload: Arc::new(Shared(value)),
         }
     }
 
     /// Wraps a mutable message: its type is `Mutable<T>` and one receiver takes the value.
     pub fn new_mutable<T: Send + 'static>(value: T) -> Self {
         Message {
-            ty: MessageType::of_mutable::<T>(),
+            id: TypeId::of::<Mutable<T>>(),
             payload: Arc::new(MutableSlot(Mutex::new(Some(value)))),
         }
     }
 
     /// The type this message is delivered as.
     pub fn message_type(&self) -> MessageType {
-        self.ty
+        self.payload.message_type()
+    }
+
+    /// The `TypeId` of [`message_type`](Self::message_type), without the rest.
+    #[inline]
+    pub fn type_id(&self) -> TypeId {
+        self.id
     }
 
     /// The payload of an immutable message of type `T`; `None` for any other type and for
     /// mutable messages.
+    #[inline]
     pub fn downcast_ref<T: 'static>(&self) -> Option<&T> {
-        self.payload.downcast_ref::<T>()
+        self.payload
+            .as_any()
+            .downcast_ref::<Shared<T>>()
+            .map(|s| &s.0)
     }
 
     /// Takes the value of a mutable message of type `Mutable<T>`; `None` if it was taken
     /// already or the type differs.
     pub(crate) fn take_mutable<T: Send + 'static>(&self) -> Option<T> {
         self.payload
+            .as_any()
             .downcast_ref::<MutableSlot<T>>()
             .and_then(|slot| slot.0.lock().take())
     }
@@ -153,7 +195,9 @@ impl Message {
 
 impl fmt::Debug for Message {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Message").field("type", &self.ty).finish()
+        f.debug_struct("Message")
+            .field("type", &self.message_type())
+            .finish()
     }
 }
 

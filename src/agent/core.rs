@@ -155,7 +155,7 @@ impl AgentCore {
     /// Whether the direct mbox takes `msg`: subscribed, and through its filter if any.
     #[inline]
     fn direct_accepts(&self, msg: &Message) -> bool {
-        let ty = msg.message_type().type_id();
+        let ty = msg.type_id();
         if self.fast_mode.load(Ordering::Acquire) == FAST_EXACT {
             let key = type_key(&ty);
             return self
@@ -179,7 +179,7 @@ pub(crate) type AgentArc = Arc<AgentCore>;
 pub(crate) trait AgentExec: Send + 'static {
     /// Runs one demand on the worker thread; returns `true` after `Finish` (the agent is
     /// done and its executor may be dropped).
-    fn execute(&mut self, core: &AgentArc, kind: DemandKind) -> bool;
+    fn execute(&mut self, core: &AgentArc, kind: &DemandKind) -> bool;
     /// Runs the agent's `define` hook during registration.
     fn define(&mut self) -> Result<(), crate::agent::DefineError>;
     /// Drops every subscription and filter (a registration that failed).

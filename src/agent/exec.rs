@@ -111,12 +111,11 @@ impl<A: Agent> Inner<A> {
     /// handlers, and runs it.
     #[inline]
     fn handle_message(&mut self, mbox: MboxId, msg: &Message) -> Result<(), StateError> {
-        let ty = msg.message_type();
         // The common case: a handler in the current state or a parent.
         if let Some(Action::Handler(slot)) =
             self.ctx
                 .subs
-                .find(mbox.0, ty.type_id(), &self.ctx.states.current)
+                .find(mbox.0, msg.type_id(), &self.ctx.states.current)
         {
             let slot = *slot;
             self.call_event(slot, msg);
@@ -203,13 +202,13 @@ impl<A: Agent> Inner<A> {
 
 impl<A: Agent> AgentExec for Inner<A> {
     #[inline]
-    fn execute(&mut self, core: &AgentArc, kind: DemandKind) -> bool {
+    fn execute(&mut self, core: &AgentArc, kind: &DemandKind) -> bool {
         let result = match kind {
             DemandKind::Message { mbox, msg } => {
                 if core.status() != ACTIVE {
                     return false; // deregistering or finished: dropped
                 }
-                self.guarded(|inner| inner.handle_message(mbox, &msg))
+                self.guarded(|inner| inner.handle_message(*mbox, msg))
             }
             DemandKind::Start => self.guarded(|inner| {
                 let Inner { agent, ctx, .. } = inner;

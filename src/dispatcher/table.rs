@@ -92,7 +92,7 @@ impl AgentTable {
         }
         let finished = match self.slots.get_mut(slot) {
             Some(Some((generation, core, exec))) if *generation == key.generation => {
-                exec.execute(core, kind)
+                exec.execute(core, &kind)
             }
             // The agent has finished (or the slot has a new occupant): dropped.
             _ => false,

@@ -46,22 +46,29 @@ impl MpmcMbox {
     }
 
     pub(crate) fn deliver(&self, msg: Message) -> Result<(), SendError> {
+        // Recursive read: a push may redirect (message limits) into this same mbox on this
+        // thread; a plain read could deadlock behind a waiting writer.
+        let table = self.table.read_recursive();
+        // A type with a list is immutable: subscribing to a mutable one is refused here.
+        let Some(list) = table.get(&msg.type_id()) else {
+            return self.check_immutable(&msg);
+        };
+        for s in list.iter().filter(|s| s.subscribed) {
+            if s.filter.as_ref().is_none_or(|f| f.accepts(&msg)) {
+                s.agent.push_message(self.id, msg.clone());
+            }
+        }
+        Ok(())
+    }
+
+    /// Mutable messages cannot enter a multi-consumer mbox.
+    fn check_immutable(&self, msg: &Message) -> Result<(), SendError> {
         let ty = msg.message_type();
         if ty.is_mutable() {
             return Err(SendError::MutableToMultiConsumer {
                 type_name: ty.name(),
                 mbox: self.name(),
             });
-        }
-        // Recursive read: a push may redirect (message limits) into this same mbox on this
-        // thread; a plain read could deadlock behind a waiting writer.
-        let table = self.table.read_recursive();
-        if let Some(list) = table.get(&ty.type_id()) {
-            for s in list.iter().filter(|s| s.subscribed) {
-                if s.filter.as_ref().is_none_or(|f| f.accepts(&msg)) {
-                    s.agent.push_message(self.id, msg.clone());
-                }
-            }
         }
         Ok(())
     }

@@ -26,7 +26,7 @@ impl UniqueMbox {
     }
 
     pub(crate) fn deliver(&self, msg: Message) {
-        let ty = msg.message_type().type_id();
+        let ty = msg.type_id();
         let table = self.table.read_recursive();
         if let Some(agent) = table.get(&ty) {
             agent.push_message(self.id, msg);

@@ -80,6 +80,8 @@
 #![warn(missing_docs)]
 
 mod agent;
+#[doc(hidden)]
+pub mod compile_checks;
 mod coop;
 pub mod dispatcher;
 mod environment;

@@ -254,3 +254,87 @@ fn signals_are_zero_sized_messages() {
     });
     assert_eq!(log, ["tick", "tick"]);
 }
+
+#[test]
+fn deliveries_through_a_stale_reference_never_reach_a_finished_agent() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    // A custom mbox keeps its subscriber's `AgentRef` after the agent is gone (it ignores
+    // unsubscribe); its later deliveries must not reach, or pile up for, the dead agent.
+    struct Sticky {
+        id: agentbox::MboxId,
+        who: parking_lot::Mutex<Option<agentbox::AgentRef>>,
+    }
+    impl agentbox::MboxImpl for Sticky {
+        fn id(&self) -> agentbox::MboxId {
+            self.id
+        }
+        fn kind(&self) -> MboxKind {
+            MboxKind::MultiConsumer
+        }
+        fn subscribe(
+            &self,
+            _: agentbox::MessageType,
+            who: &agentbox::AgentRef,
+        ) -> Result<(), SubscribeError> {
+            *self.who.lock() = Some(who.clone());
+            Ok(())
+        }
+        fn unsubscribe(&self, _: agentbox::MessageType, _: &agentbox::AgentRef) {}
+        fn deliver(&self, msg: Message, _: agentbox::RedirectionDepth) -> Result<(), SendError> {
+            if let Some(w) = &*self.who.lock() {
+                w.push_message(self.id, msg);
+            }
+            Ok(())
+        }
+        fn set_delivery_filter(
+            &self,
+            _: agentbox::MessageType,
+            _: agentbox::DeliveryFilter,
+            _: &agentbox::AgentRef,
+        ) -> Result<(), SubscribeError> {
+            Ok(())
+        }
+        fn drop_delivery_filter(&self, _: agentbox::MessageType, _: &agentbox::AgentRef) {}
+        fn name(&self) -> String {
+            "sticky".into()
+        }
+        fn environment(&self) -> Option<Environment> {
+            None
+        }
+    }
+    within_patience(|| {
+        let handled = Arc::new(AtomicUsize::new(0));
+        let sticky = Arc::new(Sticky {
+            id: agentbox::MboxId::next(),
+            who: parking_lot::Mutex::new(None),
+        });
+        let mbox = Mbox::custom(sticky.clone());
+        let wrapped = agentbox::WrappedEnv::new(|_| {}).unwrap();
+        let env = wrapped.environment().clone();
+        let (m, h) = (mbox.clone(), handled.clone());
+        env.introduce_coop(move |coop| {
+            coop.add_agent(Script::new(&Log::new()).setup(move |_, ctx| {
+                ctx.subscribe(&m)
+                    .event(move |_: &mut Script, ctx, n: &u32| {
+                        h.fetch_add(1, Ordering::SeqCst);
+                        if *n == 0 {
+                            ctx.deregister_coop(DeregReason::Normal);
+                        }
+                    })?;
+                Ok(())
+            }));
+        })
+        .unwrap();
+        send(&mbox, 0u32).unwrap();
+        while env.coop_count() > 0 {
+            std::thread::yield_now();
+        }
+        for n in 1..100u32 {
+            send(&mbox, n).unwrap();
+        }
+        wrapped.stop_then_join().unwrap();
+        assert_eq!(handled.load(Ordering::SeqCst), 1);
+        assert!(sticky.who.lock().is_some());
+    });
+}

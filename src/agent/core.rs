@@ -221,7 +221,11 @@ impl AgentRef {
 #[inline]
 pub(crate) fn push(core: &AgentArc, kind: DemandKind) {
     if let Some((q, key)) = core.binding.get() {
-        q.push(Demand { key: *key, kind });
+        // A finished agent's queue may outlive it (a stale reference in a custom mbox): do
+        // not fill it with demands nobody will run.
+        if core.status() != FINISHED {
+            q.push(Demand { key: *key, kind });
+        }
         return;
     }
     let mut pending = core.pending.lock();

@@ -4,6 +4,7 @@
 //! | kind | threads | queue | ordering guarantee |
 //! |---|---|---|---|
 //! | [`one_thread`] | one | one FIFO for all its agents | global FIFO per sender |
+//! | [`active_obj`] | one per agent | one FIFO per agent | FIFO per sender |
 //!
 //! Every dispatcher keeps the guarantees of the crate docs: an agent's handlers never run
 //! concurrently, `on_start` runs first and `on_finish` last, and one sender's messages to
@@ -14,6 +15,7 @@
 //! A dispatcher lives while its [`DispatcherHandle`], any [`Binder`] made from it, or any
 //! agent bound to it is alive; after the last one goes, its threads are stopped and joined.
 
+pub mod active_obj;
 pub mod one_thread;
 pub(crate) mod serial;
 

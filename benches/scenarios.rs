@@ -59,11 +59,26 @@ impl<const N: usize> Agent for Ponger<N> {
 /// Two agents on the default one_thread dispatcher, direct mboxes; `rounds` round trips.
 /// Returns the time for `2 * rounds` messages.
 pub fn ping_pong_direct<const N: usize>(rounds: u64) -> Duration {
+    ping_pong_on::<N>(rounds, false)
+}
+
+/// Ping-pong between two agents on `active_obj`: every message crosses threads.
+pub fn ping_pong_cross_thread(rounds: u64) -> Duration {
+    ping_pong_on::<8>(rounds, true)
+}
+
+fn ping_pong_on<const N: usize>(rounds: u64, cross_thread: bool) -> Duration {
     let started = Arc::new(parking_lot::Mutex::new(None));
     let count = Arc::new(AtomicU64::new(0));
     let (s, c) = (started.clone(), count.clone());
     Environment::launch(move |env| {
         env.introduce_coop(|coop| {
+            if cross_thread {
+                let disp = agentbox::dispatcher::active_obj::Builder::new()
+                    .build()
+                    .unwrap();
+                coop.set_binder(disp.binder());
+            }
             let ponger = coop.add_agent(Ponger::<N> {
                 back: None,
                 count: c,

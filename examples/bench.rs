@@ -40,6 +40,15 @@ fn main() {
             "msg/s",
         );
     }
+    if run("ping_pong_cross_thread") {
+        let rounds = 200_000 * scale;
+        let t = scenarios::ping_pong_cross_thread(rounds);
+        result(
+            "ping_pong_cross_thread",
+            (2 * rounds) as f64 / t.as_secs_f64(),
+            "msg/s",
+        );
+    }
     if run("fanout_16") {
         let (t, deliveries) = scenarios::fanout(16, 1000 * scale);
         result(

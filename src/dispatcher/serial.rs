@@ -31,6 +31,9 @@ use crossbeam_channel::{Receiver, Sender};
 
 use super::{AgentTable, Demand, EventQueue};
 
+/// Polls of the channel before the worker parks (half spinning, half yielding).
+const SPIN_ROUNDS: u32 = 64;
+
 enum Cmd {
     Run(Demand),
     Stop,
@@ -105,6 +108,34 @@ impl SerialQueue {
         }
     }
 
+    /// Before parking the thread (a futex wait, and a wake-up syscall for the next sender),
+    /// polls the channel for a short while: a reply in a cross-thread conversation usually
+    /// arrives within microseconds.
+    fn spin_for_work(&self) -> Option<Demand> {
+        for i in 0..SPIN_ROUNDS {
+            if self.channel_may_hold() {
+                match self.rx.try_recv() {
+                    Ok(Cmd::Run(d)) => {
+                        self.received();
+                        return Some(d);
+                    }
+                    Ok(Cmd::Stop) => {
+                        self.received();
+                        STOP.set(true);
+                        return None;
+                    }
+                    Err(_) => {}
+                }
+            }
+            if i < SPIN_ROUNDS / 2 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+        None
+    }
+
     /// The worker loop; returns when [`stop`](Self::stop) is called.
     ///
     /// Each round takes the whole local deque at once (swapping it with an empty one that
@@ -124,6 +155,13 @@ impl SerialQueue {
             });
             if STOP.get() {
                 break;
+            }
+            if batch.is_empty() {
+                if let Some(d) = self.spin_for_work() {
+                    batch.push_back(d);
+                } else if STOP.get() {
+                    break;
+                }
             }
             if batch.is_empty() {
                 match self.rx.recv() {

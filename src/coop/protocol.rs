@@ -9,11 +9,12 @@
 //! 3. Under the environment's lock (and the parent's) the coop is linked into the
 //!    registry and the parent's children; this fails if the environment is shutting down
 //!    or the parent is not registered.
-//! 4. Under the coop's lock each agent is bound and activated: `Start` is queued first,
-//!    then its pending demands. So no agent starts before every agent of the coop is
-//!    bound... to its queue: `on_start` of the first may run while later ones are being
-//!    activated, but messages it sends them wait in their pending lists and come after
-//!    their own `on_start`.
+//! 4. Under the coop's lock every agent is bound (its dispatcher gives it a queue and a
+//!    key; nothing is queued yet), then each is activated in binding order: its executor
+//!    moves to its worker, `Start` is queued, then its pending demands. So no `on_start`
+//!    runs before every agent of the coop is bound. `on_start` of the first may run while
+//!    later ones are being activated; messages it sends them wait in their pending lists
+//!    and come after their own `on_start`.
 //! 5. Registration notifications are sent.
 //!
 //! Any failure in 1–3 drops every agent of the coop (subscriptions included).
@@ -281,11 +282,17 @@ pub(crate) fn register(mut coop: Coop) -> Result<CoopHandle, RegisterError> {
         discard(agents);
         return Err(e);
     }
-    // Step 4.
+    // Step 4: every agent is bound before the first `Start` is queued.
     let requested = {
         let mut s = inner.sync.lock();
-        for (a, exec, b) in agents {
-            let (queue, key) = b.0.bind(&AgentRef(a.clone()));
+        let bound: Vec<_> = agents
+            .into_iter()
+            .map(|(a, exec, b)| {
+                let (queue, key) = b.0.bind(&AgentRef(a.clone()));
+                (a, exec, b, queue, key)
+            })
+            .collect();
+        for (a, exec, b, queue, key) in bound {
             a.set_status(ACTIVE);
             activate(&a, queue, key, exec);
             s.agents.push((a, b, key));

@@ -5,6 +5,7 @@
 //! |---|---|---|---|
 //! | [`one_thread`] | one | one FIFO for all its agents | global FIFO per sender |
 //! | [`active_obj`] | one per agent | one FIFO per agent | FIFO per sender |
+//! | [`thread_pool`] | N | one FIFO per coop (default) or per agent | FIFO per queue |
 //!
 //! Every dispatcher keeps the guarantees of the crate docs: an agent's handlers never run
 //! concurrently, `on_start` runs first and `on_finish` last, and one sender's messages to
@@ -18,6 +19,7 @@
 pub mod active_obj;
 pub mod one_thread;
 pub(crate) mod serial;
+pub mod thread_pool;
 
 use std::fmt;
 use std::sync::Arc;
@@ -105,18 +107,51 @@ impl fmt::Debug for Binder {
 #[derive(Clone)]
 pub struct DispatcherHandle {
     binder: Binder,
+    individual: Option<Binder>,
     name: Arc<str>,
     kind: &'static str,
 }
 
+/// How a thread pool queues the demands of the agents a binder binds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Fifo {
+    /// Agents of one coop bound with one binder share a queue: they never run in parallel
+    /// and keep the order of demands across agents (the default).
+    #[default]
+    Cooperation,
+    /// Each agent has a queue of its own: agents of one coop may run in parallel.
+    Individual,
+}
+
 impl DispatcherHandle {
     pub(crate) fn new(kind: &'static str, name: Arc<str>, binder: Binder) -> Self {
-        DispatcherHandle { binder, name, kind }
+        DispatcherHandle {
+            binder,
+            individual: None,
+            name,
+            kind,
+        }
     }
 
-    /// A binder that binds agents to this dispatcher.
+    pub(crate) fn with_individual(mut self, binder: Binder) -> Self {
+        self.individual = Some(binder);
+        self
+    }
+
+    /// A binder that binds agents to this dispatcher (with [`Fifo::Cooperation`] on a
+    /// thread pool).
     pub fn binder(&self) -> Binder {
         self.binder.clone()
+    }
+
+    /// A binder with the given FIFO discipline. Only thread pools have a choice; for the
+    /// other kinds this is [`binder`](Self::binder) (their queues are fixed by their
+    /// threads).
+    pub fn binder_with_fifo(&self, fifo: Fifo) -> Binder {
+        match (fifo, &self.individual) {
+            (Fifo::Individual, Some(b)) => b.clone(),
+            _ => self.binder.clone(),
+        }
     }
 
     /// The dispatcher's name (given to its builder, or made up).

@@ -1,0 +1,329 @@
+//! `thread_pool`: N worker threads serving agent queues from a shared queue of ready
+//! queues.
+//!
+//! An agent queue (one per coop and binder with [`Fifo::Cooperation`], the default; one
+//! per agent with [`Fifo::Individual`]) owns the executors of its agents. A queue is in the
+//! ready queue at most once; the worker that takes it runs its demands alone, so an
+//! agent's handlers never overlap and a queue's demands run in FIFO order.
+//!
+//! # Scheduling
+//!
+//! 1. A push into an idle queue marks it scheduled and puts it into the ready queue.
+//! 2. A worker takes a ready queue and runs up to `max_demands_at_once` of its demands.
+//! 3. Then, if the queue is empty it becomes idle; if not, and another queue is waiting, it
+//!    goes to the back of the ready queue; otherwise the worker keeps going with it.
+//!
+//! Races: a push that finds the queue scheduled only appends; the worker checks for
+//! emptiness and marks the queue idle under the same lock as the push, so no demand is left
+//! in an idle queue.
+//!
+//! # Examples
+//!
+//! ```
+//! use agentbox::prelude::*;
+//! use agentbox::dispatcher::thread_pool;
+//! use agentbox::Fifo;
+//!
+//! struct Job(u32);
+//! impl Agent for Job {
+//!     fn on_start(&mut self, ctx: &mut Context<Self>) {
+//!         println!("job {} on {:?}", self.0, std::thread::current().name());
+//!         ctx.deregister_coop(DeregReason::Normal);
+//!     }
+//! }
+//!
+//! Environment::launch(|env| {
+//!     let pool = thread_pool::Builder::new().threads(2).max_demands_at_once(8).build().unwrap();
+//!     for i in 0..4 {
+//!         env.introduce_coop(|coop| {
+//!             coop.set_binder(pool.binder_with_fifo(Fifo::Individual));
+//!             coop.add_agent(Job(i));
+//!         }).unwrap();
+//!     }
+//! }).unwrap();
+//! ```
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::thread::{JoinHandle, ThreadId};
+
+use ahash::AHashMap;
+use crossbeam_channel::{Receiver, Sender};
+use parking_lot::Mutex;
+
+use super::{
+    AgentKey, AgentTable, BindError, Binder, BinderImpl, BuildError, Demand, DispatcherHandle,
+    EventQueue, Fifo, KeyAllocator,
+};
+use crate::agent::AgentRef;
+
+/// Builds a `thread_pool` dispatcher.
+#[derive(Debug, Clone)]
+pub struct Builder {
+    name: Option<String>,
+    threads: Option<usize>,
+    max_demands_at_once: usize,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder {
+            name: None,
+            threads: None,
+            max_demands_at_once: 4,
+        }
+    }
+}
+
+impl Builder {
+    /// A builder with the defaults: available parallelism threads, 4 demands at once.
+    pub fn new() -> Self {
+        Builder::default()
+    }
+
+    /// The pool's name; threads are named `<name>-<i>` (default `thread_pool-N`).
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Number of worker threads (default: `std::thread::available_parallelism`).
+    pub fn threads(mut self, n: usize) -> Self {
+        self.threads = Some(n);
+        self
+    }
+
+    /// Demands a worker runs from one queue before it lets another waiting queue go first
+    /// (default 4).
+    pub fn max_demands_at_once(mut self, n: usize) -> Self {
+        self.max_demands_at_once = n;
+        self
+    }
+
+    /// Starts the worker threads.
+    ///
+    /// # Errors
+    ///
+    /// [`BuildError::InvalidParameter`] for 0 threads or 0 demands at once;
+    /// [`BuildError::Spawn`] if a thread cannot be started (those started are stopped).
+    pub fn build(self) -> Result<DispatcherHandle, BuildError> {
+        static SEQ: AtomicU64 = AtomicU64::new(1);
+        let threads = match self.threads {
+            Some(n) => n,
+            None => std::thread::available_parallelism().map_or(2, |n| n.get()),
+        };
+        if threads == 0 {
+            return Err(BuildError::InvalidParameter("threads must be at least 1"));
+        }
+        if self.max_demands_at_once == 0 {
+            return Err(BuildError::InvalidParameter(
+                "max_demands_at_once must be at least 1",
+            ));
+        }
+        let name: Arc<str> = match self.name {
+            Some(n) => n.into(),
+            None => format!("thread_pool-{}", SEQ.fetch_add(1, Ordering::Relaxed)).into(),
+        };
+        let (ready_tx, ready_rx) = crossbeam_channel::unbounded();
+        let shared = Arc::new(Shared {
+            ready_tx,
+            ready_rx,
+            max_demands_at_once: self.max_demands_at_once,
+        });
+        let mut handles = Vec::with_capacity(threads);
+        for i in 0..threads {
+            let s = shared.clone();
+            match std::thread::Builder::new()
+                .name(format!("{name}-{i}"))
+                .spawn(move || s.work())
+            {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    stop_and_join(&shared, handles);
+                    return Err(BuildError::Spawn(e));
+                }
+            }
+        }
+        let core = Arc::new(Core {
+            thread_ids: handles.iter().map(|h| h.thread().id()).collect(),
+            threads: Mutex::new(handles),
+            shared,
+        });
+        let coop_binder = Binder(Arc::new(PoolBinder {
+            core: core.clone(),
+            fifo: Fifo::Cooperation,
+            queues: Mutex::new(AHashMap::new()),
+        }));
+        let individual = Binder(Arc::new(PoolBinder {
+            core,
+            fifo: Fifo::Individual,
+            queues: Mutex::new(AHashMap::new()),
+        }));
+        Ok(DispatcherHandle::new("thread_pool", name, coop_binder).with_individual(individual))
+    }
+}
+
+enum Ready {
+    Queue(Arc<AgentQueue>),
+    Stop,
+}
+
+struct Shared {
+    ready_tx: Sender<Ready>,
+    ready_rx: Receiver<Ready>,
+    max_demands_at_once: usize,
+}
+
+impl Shared {
+    fn work(&self) {
+        while let Ok(Ready::Queue(q)) = self.ready_rx.recv() {
+            self.serve(&q);
+        }
+    }
+
+    /// Scheduling steps 2 and 3 for one queue.
+    fn serve(&self, q: &Arc<AgentQueue>) {
+        // Uncontended: a scheduled queue is served by one worker at a time.
+        let mut table = q.table.lock();
+        loop {
+            for _ in 0..self.max_demands_at_once {
+                let next = {
+                    let mut inbox = q.inbox.lock();
+                    match inbox.demands.pop_front() {
+                        Some(d) => d,
+                        None => {
+                            inbox.scheduled = false;
+                            return;
+                        }
+                    }
+                };
+                table.run(next);
+            }
+            {
+                let mut inbox = q.inbox.lock();
+                if inbox.demands.is_empty() {
+                    inbox.scheduled = false;
+                    return;
+                }
+            }
+            if !self.ready_rx.is_empty() {
+                // Another queue is waiting: this one goes to the back, still scheduled.
+                drop(table);
+                let _ = self.ready_tx.send(Ready::Queue(q.clone()));
+                return;
+            }
+        }
+    }
+}
+
+fn stop_and_join(shared: &Shared, handles: Vec<JoinHandle<()>>) {
+    for _ in &handles {
+        let _ = shared.ready_tx.send(Ready::Stop);
+    }
+    let me = std::thread::current().id();
+    for h in handles {
+        if h.thread().id() != me {
+            let _ = h.join();
+        }
+    }
+}
+
+/// Owns the threads: dropped when the handle, both binders and every bound agent are gone.
+struct Core {
+    shared: Arc<Shared>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    #[allow(dead_code)]
+    thread_ids: Vec<ThreadId>,
+}
+
+impl Drop for Core {
+    fn drop(&mut self) {
+        let handles = std::mem::take(&mut *self.threads.lock());
+        stop_and_join(&self.shared, handles);
+    }
+}
+
+#[derive(Default)]
+struct Inbox {
+    demands: VecDeque<Demand>,
+    scheduled: bool,
+}
+
+/// A FIFO of demands and the executors of the agents it serves.
+struct AgentQueue {
+    inbox: Mutex<Inbox>,
+    table: Mutex<AgentTable>,
+    keys: KeyAllocator,
+    shared: Weak<Shared>,
+    me: Weak<AgentQueue>,
+}
+
+impl EventQueue for AgentQueue {
+    fn push(&self, demand: Demand) {
+        let schedule = {
+            let mut inbox = self.inbox.lock();
+            inbox.demands.push_back(demand);
+            !std::mem::replace(&mut inbox.scheduled, true)
+        };
+        if schedule {
+            if let (Some(shared), Some(me)) = (self.shared.upgrade(), self.me.upgrade()) {
+                let _ = shared.ready_tx.send(Ready::Queue(me));
+            }
+        }
+    }
+}
+
+struct PoolBinder {
+    core: Arc<Core>,
+    fifo: Fifo,
+    /// Queues by coop id (cooperation FIFO) or agent id (individual), with their agent
+    /// counts; a queue goes when its last agent is unbound.
+    queues: Mutex<AHashMap<u64, (Arc<AgentQueue>, usize)>>,
+}
+
+impl PoolBinder {
+    fn queue_key(&self, agent: &AgentRef) -> u64 {
+        match self.fifo {
+            Fifo::Individual => agent.id().as_u64(),
+            Fifo::Cooperation => agent.0.coop().map_or(agent.id().as_u64(), |c| c.id),
+        }
+    }
+}
+
+impl BinderImpl for PoolBinder {
+    fn preallocate(&self, _agent: &AgentRef) -> Result<(), BindError> {
+        Ok(())
+    }
+
+    fn undo_preallocation(&self, _agent: &AgentRef) {}
+
+    fn bind(&self, agent: &AgentRef) -> (Arc<dyn EventQueue>, AgentKey) {
+        let mut queues = self.queues.lock();
+        let (queue, count) = queues.entry(self.queue_key(agent)).or_insert_with(|| {
+            let shared = Arc::downgrade(&self.core.shared);
+            let queue = Arc::new_cyclic(|me| AgentQueue {
+                inbox: Mutex::new(Inbox::default()),
+                table: Mutex::new(AgentTable::default()),
+                keys: KeyAllocator::default(),
+                shared,
+                me: me.clone(),
+            });
+            (queue, 0)
+        });
+        *count += 1;
+        (queue.clone(), queue.keys.allocate())
+    }
+
+    fn unbind(&self, agent: &AgentRef, key: AgentKey) {
+        let mut queues = self.queues.lock();
+        let qk = self.queue_key(agent);
+        if let Some((queue, count)) = queues.get_mut(&qk) {
+            queue.keys.release(key);
+            *count -= 1;
+            if *count == 0 {
+                queues.remove(&qk);
+            }
+        }
+    }
+}

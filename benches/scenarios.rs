@@ -288,6 +288,15 @@ impl Agent for RingNode {
 
 /// A token passed `hops` times around a ring of `nodes` agents. Returns (time, hops).
 pub fn ring(nodes: usize, hops: u64) -> (Duration, u64) {
+    ring_on(nodes, hops, false)
+}
+
+/// [`ring`] with the agents on a 2-thread `thread_pool` (individual FIFO).
+pub fn ring_thread_pool(nodes: usize, hops: u64) -> (Duration, u64) {
+    ring_on(nodes, hops, true)
+}
+
+fn ring_on(nodes: usize, hops: u64, pool: bool) -> (Duration, u64) {
     let counted = Arc::new(AtomicU64::new(0));
     let c = counted.clone();
     let mut elapsed = Duration::ZERO;
@@ -295,6 +304,13 @@ pub fn ring(nodes: usize, hops: u64) -> (Duration, u64) {
     Environment::launch(move |env| {
         let mboxes = env
             .introduce_coop(|coop| {
+                if pool {
+                    let disp = agentbox::dispatcher::thread_pool::Builder::new()
+                        .threads(2)
+                        .build()
+                        .unwrap();
+                    coop.set_binder(disp.binder_with_fifo(agentbox::Fifo::Individual));
+                }
                 (0..nodes)
                     .map(|_| {
                         coop.add_agent(RingNode {
@@ -365,4 +381,154 @@ pub fn coop_reg(coops: u64) -> Duration {
         "coop members finished"
     );
     elapsed
+}
+
+struct Burst {
+    count: u32,
+    left: u32,
+    total: Arc<AtomicU64>,
+    /// Agents of this coop still busy; the last one deregisters the coop.
+    coop_busy: Arc<AtomicU64>,
+}
+
+impl Agent for Burst {
+    fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+        ctx.subscribe_self().event(|a: &mut Self, ctx, _: &u32| {
+            a.total.fetch_add(1, Ordering::Relaxed);
+            a.left -= 1;
+            if a.left == 0 && a.coop_busy.fetch_sub(1, Ordering::AcqRel) == 1 {
+                ctx.deregister_coop(DeregReason::Normal);
+            }
+        })?;
+        Ok(())
+    }
+    fn on_start(&mut self, ctx: &mut Context<Self>) {
+        let me = ctx.direct_mbox();
+        for i in 0..self.count {
+            send(&me, i).unwrap();
+        }
+    }
+}
+
+/// `coops` coops of `agents` agents on a 2-thread pool (cooperation FIFO); each agent
+/// sends itself `messages` messages. Returns (time, messages handled).
+pub fn thread_pool_many_agents(coops: u64, agents: u64, messages: u32) -> (Duration, u64) {
+    let total = Arc::new(AtomicU64::new(0));
+    let t = total.clone();
+    let start = Instant::now();
+    Environment::launch(move |env| {
+        let pool = agentbox::dispatcher::thread_pool::Builder::new()
+            .threads(2)
+            .build()
+            .unwrap();
+        for _ in 0..coops {
+            env.introduce_coop(|coop| {
+                coop.set_binder(pool.binder());
+                let busy = Arc::new(AtomicU64::new(agents));
+                for _ in 0..agents {
+                    coop.add_agent(Burst {
+                        count: messages,
+                        left: messages,
+                        total: t.clone(),
+                        coop_busy: busy.clone(),
+                    });
+                }
+            })
+            .unwrap();
+        }
+    })
+    .unwrap();
+    let elapsed = start.elapsed();
+    let handled = total.load(Ordering::Relaxed);
+    assert_eq!(
+        handled,
+        coops * agents * u64::from(messages),
+        "many-agents count"
+    );
+    (elapsed, handled)
+}
+
+struct Sum(u64);
+
+struct SkyNode {
+    level: u32,
+    ordinal: u64,
+    parent: Option<Mbox>,
+    sum: u64,
+    received: u32,
+    binder: agentbox::Binder,
+    result: Arc<parking_lot::Mutex<Option<(u64, Instant)>>>,
+}
+
+impl Agent for SkyNode {
+    fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+        ctx.subscribe_self().event(|a: &mut Self, ctx, s: &Sum| {
+            a.sum += s.0;
+            a.received += 1;
+            if a.received == 10 {
+                match &a.parent {
+                    Some(p) => send(p, Sum(a.sum)).unwrap(),
+                    None => {
+                        *a.result.lock() = Some((a.sum, Instant::now()));
+                        ctx.deregister_coop(DeregReason::Normal);
+                    }
+                }
+            }
+        })?;
+        Ok(())
+    }
+    fn on_start(&mut self, ctx: &mut Context<Self>) {
+        if self.level == 0 {
+            send(self.parent.as_ref().unwrap(), Sum(self.ordinal)).unwrap();
+            return;
+        }
+        let me = ctx.direct_mbox();
+        let parent = ctx.coop().unwrap();
+        let mut coop = ctx.environment().make_child_coop(&parent);
+        coop.set_binder(self.binder.clone());
+        for i in 0..10 {
+            coop.add_agent(SkyNode {
+                level: self.level - 1,
+                ordinal: self.ordinal * 10 + i,
+                parent: Some(me.clone()),
+                sum: 0,
+                received: 0,
+                binder: self.binder.clone(),
+                result: self.result.clone(),
+            });
+        }
+        ctx.environment().register_coop(coop).unwrap();
+    }
+}
+
+/// Skynet: a 10-ary tree of `levels` levels below the root, one child coop per inner node,
+/// on a 2-thread pool; every leaf reports its ordinal, inner nodes add up. Returns (time
+/// to the root's sum, the sum, time including the teardown of every agent).
+pub fn skynet(levels: u32) -> (Duration, u64, Duration) {
+    let result = Arc::new(parking_lot::Mutex::new(None));
+    let r = result.clone();
+    let start = Instant::now();
+    Environment::launch(move |env| {
+        let pool = agentbox::dispatcher::thread_pool::Builder::new()
+            .threads(2)
+            .build()
+            .unwrap();
+        env.introduce_coop(|coop| {
+            coop.set_binder(pool.binder());
+            coop.add_agent(SkyNode {
+                level: levels,
+                ordinal: 0,
+                parent: None,
+                sum: 0,
+                received: 0,
+                binder: pool.binder(),
+                result: r,
+            });
+        })
+        .unwrap();
+    })
+    .unwrap();
+    let total = start.elapsed();
+    let (sum, at) = result.lock().expect("the root got its sum");
+    (at - start, sum, total)
 }

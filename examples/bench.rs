@@ -61,6 +61,36 @@ fn main() {
         let (t, hops) = scenarios::ring(50_000, 2_000_000 * scale);
         result("ring_50k", hops as f64 / t.as_secs_f64(), "hops/s");
     }
+    if run("ring_50k_thread_pool") {
+        let (t, hops) = scenarios::ring_thread_pool(50_000, 500_000 * scale);
+        result(
+            "ring_50k_thread_pool",
+            hops as f64 / t.as_secs_f64(),
+            "hops/s",
+        );
+    }
+    if run("thread_pool_many_agents") {
+        let (t, handled) = scenarios::thread_pool_many_agents(1024, 64, 100);
+        result(
+            "thread_pool_many_agents",
+            handled as f64 / t.as_secs_f64(),
+            "msg/s",
+        );
+    }
+    if run("skynet_100k") {
+        // For profiling: one level less.
+        let (t, sum, _) = scenarios::skynet(5);
+        assert_eq!(sum, 4_999_950_000, "skynet sum");
+        println!(
+            "RESULT name=skynet_100k value={:.3} unit=s",
+            t.as_secs_f64()
+        );
+    }
+    if run("skynet_1m") {
+        let (t, sum, _with_teardown) = scenarios::skynet(6);
+        assert_eq!(sum, 499_999_500_000, "skynet sum");
+        println!("RESULT name=skynet_1m value={:.3} unit=s", t.as_secs_f64());
+    }
     if run("coop_reg") {
         let coops = 20_000 * scale;
         let t = scenarios::coop_reg(coops);

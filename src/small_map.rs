@@ -13,7 +13,8 @@ const SPILL: usize = 8;
 
 pub(crate) enum SmallMap<K, V> {
     Small(Vec<(K, V)>),
-    Large(AHashMap<K, V>),
+    /// Boxed: an agent holds a dozen of these maps, nearly all small.
+    Large(Box<AHashMap<K, V>>),
 }
 
 impl<K: Eq + Hash + Copy, V> Default for SmallMap<K, V> {
@@ -50,12 +51,16 @@ impl<K: Eq + Hash + Copy, V> SmallMap<K, V> {
                     return Some(std::mem::replace(&mut slot.1, value));
                 }
                 if v.len() < SPILL {
+                    if v.capacity() == 0 {
+                        // Most maps hold one or two keys: not the default four.
+                        v.reserve_exact(2);
+                    }
                     v.push((key, value));
                     return None;
                 }
                 let mut m: AHashMap<K, V> = v.drain(..).collect();
                 m.insert(key, value);
-                *self = SmallMap::Large(m);
+                *self = SmallMap::Large(Box::new(m));
                 None
             }
             SmallMap::Large(m) => m.insert(key, value),

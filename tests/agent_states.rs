@@ -391,3 +391,18 @@ fn a_second_initial_substate_is_an_error() {
         StateError::InitialAlreadySet { parent: "p".into() }
     );
 }
+
+#[test]
+fn the_default_state_has_no_substates() {
+    let log = run_script(|log| {
+        Script::new(log).setup(|s, ctx| {
+            s.log.push(format!(
+                "{:?}",
+                ctx.default_state().substate("x").map(|_| ())
+            ));
+            send_self(ctx, Vec::<Go>::new());
+            Ok(())
+        })
+    });
+    assert_eq!(log, ["Err(DefaultStateIsFlat)"]);
+}

@@ -30,7 +30,7 @@ pub(crate) struct States {
 
 impl States {
     fn new() -> Self {
-        let default = State::new("<default>");
+        let default = super::state::default_state().clone();
         States {
             current: default.clone(),
             default,

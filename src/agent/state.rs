@@ -47,6 +47,9 @@ pub enum StateError {
     /// `change_state` was called from an `on_enter` or `on_exit` hook.
     #[error("a state cannot be changed from an on_enter or on_exit hook")]
     SwitchInsideHook,
+    /// The default state cannot have substates (it is the same value in every agent).
+    #[error("the default state cannot have substates")]
+    DefaultStateIsFlat,
     /// `transfer_to_state` came back to a state it had already passed through for the same
     /// message.
     #[error("transfer_to_state loop for {type_name}: state {state} reached twice")]
@@ -121,13 +124,17 @@ impl State {
     ///
     /// # Errors
     ///
-    /// [`StateError::TooDeep`] past [`MAX_STATE_NESTING`] levels.
+    /// [`StateError::TooDeep`] past [`MAX_STATE_NESTING`] levels;
+    /// [`StateError::DefaultStateIsFlat`] under the default state.
     pub fn substate_with_history(
         &self,
         name: impl Into<String>,
         history: History,
     ) -> Result<State, StateError> {
         let name = name.into();
+        if self == default_state() {
+            return Err(StateError::DefaultStateIsFlat);
+        }
         if self.0.level >= MAX_STATE_NESTING {
             return Err(StateError::TooDeep { name });
         }
@@ -233,6 +240,14 @@ impl State {
         path.reverse();
         path
     }
+}
+
+/// The default state every agent starts in: one value for all agents (each agent keeps its
+/// own handlers, hooks and history for it), so creating an agent allocates no state.
+pub(crate) fn default_state() -> &'static State {
+    static DEFAULT: std::sync::LazyLock<State> =
+        std::sync::LazyLock::new(|| State::new("<default>"));
+    &DEFAULT
 }
 
 impl PartialEq for State {

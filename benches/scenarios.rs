@@ -309,7 +309,11 @@ fn ring_on(nodes: usize, hops: u64, pool: bool) -> (Duration, u64) {
                         .threads(2)
                         .build()
                         .unwrap();
-                    coop.set_binder(disp.binder_with_fifo(agentbox::Fifo::Individual));
+                    coop.set_binder(
+                        disp.binder_with(
+                            agentbox::BindParams::new().fifo(agentbox::Fifo::Individual),
+                        ),
+                    );
                 }
                 (0..nodes)
                     .map(|_| {

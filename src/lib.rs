@@ -96,7 +96,7 @@ pub use agent::{
     SubscriptionBuilder, MAX_STATE_NESTING,
 };
 pub use coop::{Coop, CoopDeregistered, CoopHandle, CoopRegistered, DeregReason, RegisterError};
-pub use dispatcher::{Binder, DispatcherHandle, Fifo};
+pub use dispatcher::{BindParams, Binder, DispatcherHandle, Fifo};
 pub use environment::{EnvParams, Environment, LaunchError, StopGuard, StopGuardError, WrappedEnv};
 pub use exception::ExceptionReaction;
 pub use mbox::{

@@ -27,7 +27,7 @@ dispatcher_suite!(individual_fifo, |_env| {
         .max_demands_at_once(1)
         .build()
         .expect("build thread_pool")
-        .binder_with_fifo(agentbox::Fifo::Individual)
+        .binder_with(agentbox::BindParams::new().fifo(agentbox::Fifo::Individual))
 });
 
 #[test]
@@ -94,7 +94,9 @@ fn individual_fifo_lets_agents_of_one_coop_run_in_parallel() {
         Environment::launch(move |env| {
             let pool = thread_pool::Builder::new().threads(2).build().unwrap();
             env.introduce_coop(|coop| {
-                coop.set_binder(pool.binder_with_fifo(Fifo::Individual));
+                coop.set_binder(
+                    pool.binder_with(agentbox::BindParams::new().fifo(Fifo::Individual)),
+                );
                 for _ in 0..2 {
                     let barrier = barrier.clone();
                     coop.add_agent(Script::new(&Log::new()).start(move |_, ctx| {
@@ -120,7 +122,7 @@ fn max_demands_at_once_interleaves_waiting_queues() {
                 .max_demands_at_once(4)
                 .build()
                 .unwrap();
-            let individual = pool.binder_with_fifo(Fifo::Individual);
+            let individual = pool.binder_with(agentbox::BindParams::new().fifo(Fifo::Individual));
             let running = Arc::new(AtomicBool::new(false));
             let release = Arc::new(AtomicBool::new(false));
             // The gate keeps the only worker busy until every message is queued.

@@ -5,6 +5,7 @@
 //! |---|---|---|---|
 //! | [`one_thread`] | one | one FIFO for all its agents | global FIFO per sender |
 //! | [`active_obj`] | one per agent | one FIFO per agent | FIFO per sender |
+//! | [`active_group`] | one per named group | one FIFO per group | FIFO per sender |
 //! | [`thread_pool`] | N | one FIFO per coop (default) or per agent | FIFO per queue |
 //!
 //! Every dispatcher keeps the guarantees of the crate docs: an agent's handlers never run
@@ -16,6 +17,7 @@
 //! A dispatcher lives while its [`DispatcherHandle`], any [`Binder`] made from it, or any
 //! agent bound to it is alive; after the last one goes, its threads are stopped and joined.
 
+pub mod active_group;
 pub mod active_obj;
 pub mod one_thread;
 pub(crate) mod serial;
@@ -107,9 +109,51 @@ impl fmt::Debug for Binder {
 #[derive(Clone)]
 pub struct DispatcherHandle {
     binder: Binder,
-    individual: Option<Binder>,
+    with_params: Option<Arc<BinderFactory>>,
     name: Arc<str>,
     kind: &'static str,
+}
+
+type BinderFactory = dyn Fn(&BindParams) -> Binder + Send + Sync;
+
+/// What a binder asks of its dispatcher; each kind reads the parameters that concern it
+/// and ignores the others.
+///
+/// | parameter | read by |
+/// |---|---|
+/// | [`fifo`](Self::fifo) | `thread_pool` |
+/// | [`group`](Self::group) | `active_group` |
+#[derive(Clone, Debug, Default)]
+pub struct BindParams {
+    fifo: Fifo,
+    group: Option<Arc<str>>,
+}
+
+impl BindParams {
+    /// The defaults: [`Fifo::Cooperation`], no group.
+    pub fn new() -> Self {
+        BindParams::default()
+    }
+
+    /// The FIFO discipline of a thread pool (default [`Fifo::Cooperation`]).
+    pub fn fifo(mut self, fifo: Fifo) -> Self {
+        self.fifo = fifo;
+        self
+    }
+
+    /// The group of an `active_group` dispatcher (default: the group named `""`).
+    pub fn group(mut self, name: impl Into<Arc<str>>) -> Self {
+        self.group = Some(name.into());
+        self
+    }
+
+    pub(crate) fn fifo_value(&self) -> Fifo {
+        self.fifo
+    }
+
+    pub(crate) fn group_name(&self) -> Arc<str> {
+        self.group.clone().unwrap_or_else(|| Arc::from(""))
+    }
 }
 
 /// How a thread pool queues the demands of the agents a binder binds.
@@ -127,30 +171,31 @@ impl DispatcherHandle {
     pub(crate) fn new(kind: &'static str, name: Arc<str>, binder: Binder) -> Self {
         DispatcherHandle {
             binder,
-            individual: None,
+            with_params: None,
             name,
             kind,
         }
     }
 
-    pub(crate) fn with_individual(mut self, binder: Binder) -> Self {
-        self.individual = Some(binder);
+    pub(crate) fn with_params(
+        mut self,
+        factory: impl Fn(&BindParams) -> Binder + Send + Sync + 'static,
+    ) -> Self {
+        self.with_params = Some(Arc::new(factory));
         self
     }
 
-    /// A binder that binds agents to this dispatcher (with [`Fifo::Cooperation`] on a
-    /// thread pool).
+    /// A binder with the default [`BindParams`].
     pub fn binder(&self) -> Binder {
         self.binder.clone()
     }
 
-    /// A binder with the given FIFO discipline. Only thread pools have a choice; for the
-    /// other kinds this is [`binder`](Self::binder) (their queues are fixed by their
-    /// threads).
-    pub fn binder_with_fifo(&self, fifo: Fifo) -> Binder {
-        match (fifo, &self.individual) {
-            (Fifo::Individual, Some(b)) => b.clone(),
-            _ => self.binder.clone(),
+    /// A binder with the given parameters (kinds without parameters return
+    /// [`binder`](Self::binder)).
+    pub fn binder_with(&self, params: BindParams) -> Binder {
+        match &self.with_params {
+            Some(f) => f(&params),
+            None => self.binder.clone(),
         }
     }
 

@@ -22,7 +22,7 @@
 //! ```
 //! use agentbox::prelude::*;
 //! use agentbox::dispatcher::thread_pool;
-//! use agentbox::Fifo;
+//! use agentbox::{BindParams, Fifo};
 //!
 //! struct Job(u32);
 //! impl Agent for Job {
@@ -36,7 +36,7 @@
 //!     let pool = thread_pool::Builder::new().threads(2).max_demands_at_once(8).build().unwrap();
 //!     for i in 0..4 {
 //!         env.introduce_coop(|coop| {
-//!             coop.set_binder(pool.binder_with_fifo(Fifo::Individual));
+//!             coop.set_binder(pool.binder_with(BindParams::new().fifo(Fifo::Individual)));
 //!             coop.add_agent(Job(i));
 //!         }).unwrap();
 //!     }
@@ -160,7 +160,15 @@ impl Builder {
             fifo: Fifo::Individual,
             queues: Mutex::new(AHashMap::new()),
         }));
-        Ok(DispatcherHandle::new("thread_pool", name, coop_binder).with_individual(individual))
+        let cooperation = coop_binder.clone();
+        Ok(
+            DispatcherHandle::new("thread_pool", name, coop_binder).with_params(move |p| {
+                match p.fifo_value() {
+                    Fifo::Cooperation => cooperation.clone(),
+                    Fifo::Individual => individual.clone(),
+                }
+            }),
+        )
     }
 }
 

@@ -1,0 +1,184 @@
+//! `active_group`: one thread per named group, shared by the agents bound with that name.
+//!
+//! A group's thread starts when its first agent is preallocated and is joined (by the
+//! environment's finalizer thread) when its last agent is unbound; a later agent of the
+//! same name starts a new one.
+//!
+//! # Examples
+//!
+//! ```
+//! use agentbox::prelude::*;
+//! use agentbox::dispatcher::active_group;
+//! use agentbox::BindParams;
+//!
+//! struct Io(&'static str);
+//! impl Agent for Io {
+//!     fn on_start(&mut self, ctx: &mut Context<Self>) {
+//!         println!("{} on {:?}", self.0, std::thread::current().name());
+//!         ctx.deregister_coop(DeregReason::Normal);
+//!     }
+//! }
+//!
+//! Environment::launch(|env| {
+//!     let disp = active_group::Builder::new().name("groups").build().unwrap();
+//!     env.introduce_coop(|coop| {
+//!         // Both agents share the thread of group "disk".
+//!         coop.add_agent_with_binder(Io("reader"), disp.binder_with(BindParams::new().group("disk")));
+//!         coop.add_agent_with_binder(Io("writer"), disp.binder_with(BindParams::new().group("disk")));
+//!     }).unwrap();
+//! }).unwrap();
+//! ```
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use ahash::AHashMap;
+use parking_lot::Mutex;
+
+use super::serial::SerialQueue;
+use super::{
+    AgentKey, BindError, Binder, BinderImpl, BuildError, DispatcherHandle, EventQueue, KeyAllocator,
+};
+use crate::agent::AgentRef;
+
+/// Builds an `active_group` dispatcher.
+#[derive(Debug, Default, Clone)]
+pub struct Builder {
+    name: Option<String>,
+}
+
+impl Builder {
+    /// A builder with the defaults: a generated name.
+    pub fn new() -> Self {
+        Builder::default()
+    }
+
+    /// The dispatcher's name; group threads are named `<name>-<group>` (default name:
+    /// `active_group-N`).
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Makes the dispatcher; threads start as groups get their first agent. Its
+    /// [`binder`](DispatcherHandle::binder) binds to the group named `""`; use
+    /// [`binder_with`](DispatcherHandle::binder_with) and
+    /// [`BindParams::group`](super::BindParams::group) for others.
+    ///
+    /// # Errors
+    ///
+    /// None today; the `Result` keeps the builders of every kind alike.
+    pub fn build(self) -> Result<DispatcherHandle, BuildError> {
+        static SEQ: AtomicU64 = AtomicU64::new(1);
+        let name: Arc<str> = match self.name {
+            Some(n) => n.into(),
+            None => format!("active_group-{}", SEQ.fetch_add(1, Ordering::Relaxed)).into(),
+        };
+        let groups = Arc::new(Groups {
+            name: name.clone(),
+            map: Mutex::new(AHashMap::new()),
+        });
+        let binder_for = {
+            let groups = groups.clone();
+            move |group: Arc<str>| {
+                Binder(Arc::new(GroupBinder {
+                    groups: groups.clone(),
+                    group,
+                }))
+            }
+        };
+        let default = binder_for(Arc::from(""));
+        Ok(DispatcherHandle::new("active_group", name, default)
+            .with_params(move |p| binder_for(p.group_name())))
+    }
+}
+
+/// One group's thread and the number of agents that hold it.
+struct Group {
+    queue: Arc<SerialQueue>,
+    keys: KeyAllocator,
+    thread: JoinHandle<()>,
+    agents: usize,
+}
+
+struct Groups {
+    name: Arc<str>,
+    map: Mutex<AHashMap<Arc<str>, Group>>,
+}
+
+impl Groups {
+    /// Drops one agent's hold on the group; the last one stops and joins its thread.
+    fn release(&self, group: &str) {
+        let ended = {
+            let mut map = self.map.lock();
+            match map.get_mut(group) {
+                Some(g) => {
+                    g.agents -= 1;
+                    if g.agents == 0 {
+                        map.remove(group)
+                    } else {
+                        None
+                    }
+                }
+                None => None,
+            }
+        };
+        if let Some(g) = ended {
+            g.queue.stop();
+            // Released by the finalizer thread or the registering thread, never by the
+            // group's own thread.
+            let _ = g.thread.join();
+        }
+    }
+}
+
+struct GroupBinder {
+    groups: Arc<Groups>,
+    group: Arc<str>,
+}
+
+impl BinderImpl for GroupBinder {
+    fn preallocate(&self, _agent: &AgentRef) -> Result<(), BindError> {
+        let mut map = self.groups.map.lock();
+        if let Some(g) = map.get_mut(&self.group) {
+            g.agents += 1;
+            return Ok(());
+        }
+        let queue = SerialQueue::new();
+        let worker = queue.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("{}-{}", self.groups.name, self.group))
+            .spawn(move || worker.run())
+            .map_err(BindError::Spawn)?;
+        map.insert(
+            self.group.clone(),
+            Group {
+                queue,
+                keys: KeyAllocator::default(),
+                thread,
+                agents: 1,
+            },
+        );
+        Ok(())
+    }
+
+    fn undo_preallocation(&self, _agent: &AgentRef) {
+        self.groups.release(&self.group);
+    }
+
+    fn bind(&self, _agent: &AgentRef) -> (Arc<dyn EventQueue>, AgentKey) {
+        let map = self.groups.map.lock();
+        let g = map
+            .get(&self.group)
+            .expect("registration preallocates before it binds");
+        (g.queue.clone(), g.keys.allocate())
+    }
+
+    fn unbind(&self, _agent: &AgentRef, key: AgentKey) {
+        if let Some(g) = self.groups.map.lock().get(&self.group) {
+            g.keys.release(key);
+        }
+        self.groups.release(&self.group);
+    }
+}

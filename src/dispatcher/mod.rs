@@ -7,6 +7,9 @@
 //! | [`active_obj`] | one per agent | one FIFO per agent | FIFO per sender |
 //! | [`active_group`] | one per named group | one FIFO per group | FIFO per sender |
 //! | [`thread_pool`] | N | one FIFO per coop (default) or per agent | FIFO per queue |
+//! | [`strictly_ordered`] | one | a FIFO per priority | higher priority always first |
+//! | [`quoted_round_robin`] | one | a FIFO per priority | sweeps P7→P0 with quotas |
+//! | [`one_per_prio`] | one per priority | a FIFO per priority | FIFO per sender |
 //!
 //! Every dispatcher keeps the guarantees of the crate docs: an agent's handlers never run
 //! concurrently, `on_start` runs first and `on_finish` last, and one sender's messages to
@@ -19,8 +22,12 @@
 
 pub mod active_group;
 pub mod active_obj;
+pub mod one_per_prio;
 pub mod one_thread;
+pub(crate) mod prio;
+pub mod quoted_round_robin;
 pub(crate) mod serial;
+pub mod strictly_ordered;
 pub mod thread_pool;
 
 use std::fmt;

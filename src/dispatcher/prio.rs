@@ -1,0 +1,175 @@
+//! The one-thread priority worker shared by `strictly_ordered` and `quoted_round_robin`:
+//! eight FIFOs (one per agent priority) under one lock, and a policy that picks the next
+//! demand.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::thread::{JoinHandle, ThreadId};
+
+use parking_lot::{Condvar, Mutex};
+
+use super::{AgentKey, AgentTable, BindError, BinderImpl, Demand, EventQueue, KeyAllocator};
+use crate::agent::{AgentRef, Priority};
+
+/// How the worker picks demands.
+#[derive(Clone, Copy)]
+pub(crate) enum Policy {
+    /// Always the oldest demand of the highest non-empty priority.
+    Strict,
+    /// Sweeps P7 → P0, taking at most `quotas[p]` demands from each priority per sweep.
+    Quoted([usize; 8]),
+}
+
+#[derive(Default)]
+struct Queues {
+    by_prio: [VecDeque<Demand>; 8],
+    stop: bool,
+}
+
+pub(crate) struct Shared {
+    queues: Mutex<Queues>,
+    ready: Condvar,
+    keys: KeyAllocator,
+}
+
+impl Shared {
+    fn push(&self, prio: Priority, d: Demand) {
+        let mut q = self.queues.lock();
+        q.by_prio[prio.index()].push_back(d);
+        drop(q);
+        self.ready.notify_one();
+    }
+
+    /// Takes the next demand of priority `p`; waits while every FIFO is empty. `None` once
+    /// stopped.
+    fn take_from(&self, p: Option<usize>) -> Option<Option<Demand>> {
+        let mut q = self.queues.lock();
+        loop {
+            if q.stop {
+                return None;
+            }
+            match p {
+                Some(p) => return Some(q.by_prio[p].pop_front()),
+                None => {
+                    if let Some(d) = q.by_prio.iter_mut().rev().find_map(VecDeque::pop_front) {
+                        return Some(Some(d));
+                    }
+                    self.ready.wait(&mut q);
+                }
+            }
+        }
+    }
+
+    fn all_empty(&self) -> bool {
+        self.queues.lock().by_prio.iter().all(VecDeque::is_empty)
+    }
+
+    fn wait_for_work(&self) -> bool {
+        let mut q = self.queues.lock();
+        while !q.stop && q.by_prio.iter().all(VecDeque::is_empty) {
+            self.ready.wait(&mut q);
+        }
+        !q.stop
+    }
+
+    fn run(&self, policy: Policy) {
+        let mut agents = AgentTable::default();
+        match policy {
+            Policy::Strict => {
+                while let Some(Some(d)) = self.take_from(None) {
+                    agents.run(d);
+                }
+            }
+            Policy::Quoted(quotas) => loop {
+                if self.all_empty() && !self.wait_for_work() {
+                    return;
+                }
+                // One sweep: demands arriving meanwhile at a priority already passed wait
+                // for the next sweep.
+                for p in (0..8).rev() {
+                    for _ in 0..quotas[p] {
+                        match self.take_from(Some(p)) {
+                            None => return,
+                            Some(None) => break,
+                            Some(Some(d)) => agents.run(d),
+                        }
+                    }
+                }
+            },
+        }
+    }
+}
+
+/// Owns the thread; dropped with the last handle, binder and bound agent.
+pub(crate) struct Core {
+    shared: Arc<Shared>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    thread_id: ThreadId,
+}
+
+impl Core {
+    pub(crate) fn start(name: &str, policy: Policy) -> std::io::Result<Arc<Core>> {
+        let shared = Arc::new(Shared {
+            queues: Mutex::new(Queues::default()),
+            ready: Condvar::new(),
+            keys: KeyAllocator::default(),
+        });
+        let s = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name(name.to_owned())
+            .spawn(move || s.run(policy))?;
+        Ok(Arc::new(Core {
+            shared,
+            thread_id: thread.thread().id(),
+            thread: Mutex::new(Some(thread)),
+        }))
+    }
+}
+
+impl Drop for Core {
+    fn drop(&mut self) {
+        self.shared.queues.lock().stop = true;
+        self.shared.ready.notify_all();
+        if let Some(t) = self.thread.lock().take() {
+            if std::thread::current().id() != self.thread_id {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+/// The queue an agent of priority `prio` is given.
+struct PrioQueue {
+    shared: Arc<Shared>,
+    prio: Priority,
+}
+
+impl EventQueue for PrioQueue {
+    fn push(&self, demand: Demand) {
+        self.shared.push(self.prio, demand);
+    }
+}
+
+pub(crate) struct PrioBinder {
+    pub(crate) core: Arc<Core>,
+}
+
+impl BinderImpl for PrioBinder {
+    fn preallocate(&self, _agent: &AgentRef) -> Result<(), BindError> {
+        Ok(())
+    }
+
+    fn undo_preallocation(&self, _agent: &AgentRef) {}
+
+    fn bind(&self, agent: &AgentRef) -> (Arc<dyn EventQueue>, AgentKey) {
+        let queue = PrioQueue {
+            shared: self.core.shared.clone(),
+            prio: agent.priority(),
+        };
+        (Arc::new(queue), self.core.shared.keys.allocate())
+    }
+
+    fn unbind(&self, _agent: &AgentRef, key: AgentKey) {
+        self.core.shared.keys.release(key);
+    }
+}

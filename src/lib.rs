@@ -90,6 +90,7 @@ mod mbox;
 mod message;
 pub mod prelude;
 mod small_map;
+pub mod stats;
 
 pub use agent::{
     Agent, AgentId, AgentRef, Context, DefineError, History, Priority, State, StateError,
@@ -103,3 +104,4 @@ pub use mbox::{
     send, send_mutable, DeliveryFilter, Mbox, MboxId, MboxImpl, MboxKind, SendError, SubscribeError,
 };
 pub use message::{Message, MessageType, Mutable, RedirectionDepth, MAX_REDIRECTION_DEPTH};
+pub use stats::{Quantity, StatsController, StatsFinished, StatsStarted};

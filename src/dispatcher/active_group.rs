@@ -36,11 +36,13 @@ use std::thread::JoinHandle;
 use ahash::AHashMap;
 use parking_lot::Mutex;
 
+use super::one_thread::quantity;
 use super::serial::SerialQueue;
 use super::{
     AgentKey, BindError, Binder, BinderImpl, BuildError, DispatcherHandle, EventQueue, KeyAllocator,
 };
 use crate::agent::AgentRef;
+use crate::stats::{self, Quantity, SourceRef, StatsSource};
 
 /// Builds an `active_group` dispatcher.
 #[derive(Debug, Default, Clone)]
@@ -77,12 +79,14 @@ impl Builder {
         };
         let groups = Arc::new(Groups {
             name: name.clone(),
+            prefix: format!("disp/active_group/{name}"),
             map: Mutex::new(AHashMap::new()),
         });
         let binder_for = {
             let groups = groups.clone();
             move |group: Arc<str>| {
                 Binder(Arc::new(GroupBinder {
+                    source: groups.clone(),
                     groups: groups.clone(),
                     group,
                 }))
@@ -104,7 +108,24 @@ struct Group {
 
 struct Groups {
     name: Arc<str>,
+    prefix: String,
     map: Mutex<AHashMap<Arc<str>, Group>>,
+}
+
+impl StatsSource for Groups {
+    fn distribute(&self, out: &mut dyn FnMut(Quantity)) {
+        let map = self.map.lock();
+        out(quantity(
+            &self.prefix,
+            "agent.count",
+            map.values().map(|g| g.agents).sum(),
+        ));
+        out(quantity(&self.prefix, "threads.count", map.len()));
+        for (name, g) in map.iter() {
+            let prefix = format!("{}/ag-{name}", self.prefix);
+            out(quantity(&prefix, "demands.count", g.queue.waiting()));
+        }
+    }
 }
 
 impl Groups {
@@ -136,10 +157,12 @@ impl Groups {
 struct GroupBinder {
     groups: Arc<Groups>,
     group: Arc<str>,
+    source: SourceRef,
 }
 
 impl BinderImpl for GroupBinder {
-    fn preallocate(&self, _agent: &AgentRef) -> Result<(), BindError> {
+    fn preallocate(&self, agent: &AgentRef) -> Result<(), BindError> {
+        stats::register_for(agent, &self.source);
         let mut map = self.groups.map.lock();
         if let Some(g) = map.get_mut(&self.group) {
             g.agents += 1;

@@ -35,11 +35,13 @@ use std::thread::JoinHandle;
 use ahash::AHashMap;
 use parking_lot::Mutex;
 
+use super::one_thread::quantity;
 use super::serial::SerialQueue;
 use super::{
     AgentKey, BindError, Binder, BinderImpl, BuildError, DispatcherHandle, EventQueue, KeyAllocator,
 };
 use crate::agent::{AgentId, AgentRef};
+use crate::stats::{self, Quantity, SourceRef, StatsSource};
 
 /// Builds an `active_obj` dispatcher.
 #[derive(Debug, Default, Clone)]
@@ -71,9 +73,14 @@ impl Builder {
             Some(n) => n.into(),
             None => format!("active_obj-{}", SEQ.fetch_add(1, Ordering::Relaxed)).into(),
         };
-        let binder = ActiveObjBinder {
+        let shared = Arc::new(Threads {
             name: name.clone(),
-            threads: Mutex::new(AHashMap::new()),
+            prefix: format!("disp/active_obj/{name}"),
+            map: Mutex::new(AHashMap::new()),
+        });
+        let binder = ActiveObjBinder {
+            source: shared.clone(),
+            shared,
         };
         Ok(DispatcherHandle::new(
             "active_obj",
@@ -98,20 +105,40 @@ impl AgentThread {
     }
 }
 
-struct ActiveObjBinder {
+/// The agents' threads, shared by the binder and the stats source.
+struct Threads {
     name: Arc<str>,
-    threads: Mutex<AHashMap<AgentId, AgentThread>>,
+    prefix: String,
+    map: Mutex<AHashMap<AgentId, AgentThread>>,
+}
+
+impl StatsSource for Threads {
+    fn distribute(&self, out: &mut dyn FnMut(Quantity)) {
+        let map = self.map.lock();
+        out(quantity(&self.prefix, "agent.count", map.len()));
+        out(quantity(&self.prefix, "threads.count", map.len()));
+        for (id, t) in map.iter() {
+            let prefix = format!("{}/ao-{}", self.prefix, id.as_u64());
+            out(quantity(&prefix, "demands.count", t.queue.waiting()));
+        }
+    }
+}
+
+struct ActiveObjBinder {
+    shared: Arc<Threads>,
+    source: SourceRef,
 }
 
 impl BinderImpl for ActiveObjBinder {
     fn preallocate(&self, agent: &AgentRef) -> Result<(), BindError> {
+        stats::register_for(agent, &self.source);
         let queue = SerialQueue::new();
         let worker = queue.clone();
         let thread = std::thread::Builder::new()
-            .name(format!("{}-{}", self.name, agent.id().as_u64()))
+            .name(format!("{}-{}", self.shared.name, agent.id().as_u64()))
             .spawn(move || worker.run())
             .map_err(BindError::Spawn)?;
-        self.threads.lock().insert(
+        self.shared.map.lock().insert(
             agent.id(),
             AgentThread {
                 queue,
@@ -123,14 +150,14 @@ impl BinderImpl for ActiveObjBinder {
     }
 
     fn undo_preallocation(&self, agent: &AgentRef) {
-        let t = self.threads.lock().remove(&agent.id());
+        let t = self.shared.map.lock().remove(&agent.id());
         if let Some(t) = t {
             t.stop_and_join();
         }
     }
 
     fn bind(&self, agent: &AgentRef) -> (Arc<dyn EventQueue>, AgentKey) {
-        let threads = self.threads.lock();
+        let threads = self.shared.map.lock();
         let t = threads
             .get(&agent.id())
             .expect("registration preallocates before it binds");
@@ -138,17 +165,17 @@ impl BinderImpl for ActiveObjBinder {
     }
 
     fn unbind(&self, agent: &AgentRef, _key: AgentKey) {
-        let t = self.threads.lock().remove(&agent.id());
+        let t = self.shared.map.lock().remove(&agent.id());
         if let Some(t) = t {
             t.stop_and_join();
         }
     }
 }
 
-impl Drop for ActiveObjBinder {
+impl Drop for Threads {
     fn drop(&mut self) {
         // Agents still bound keep the binder alive, so only unused threads are left here.
-        for (_, t) in self.threads.get_mut().drain() {
+        for (_, t) in self.map.get_mut().drain() {
             t.stop_and_join();
         }
     }

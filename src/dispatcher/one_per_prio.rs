@@ -14,11 +14,13 @@ use std::thread::{JoinHandle, ThreadId};
 
 use parking_lot::Mutex;
 
+use super::one_thread::quantity;
 use super::serial::SerialQueue;
 use super::{
     AgentKey, BindError, Binder, BinderImpl, BuildError, DispatcherHandle, EventQueue, KeyAllocator,
 };
 use crate::agent::AgentRef;
+use crate::stats::{self, Quantity, SourceRef, StatsSource};
 
 /// Builds a `one_per_prio` dispatcher.
 #[derive(Debug, Default, Clone)]
@@ -70,10 +72,17 @@ impl Builder {
                 }
             }
         }
+        let lanes = Arc::new(Lanes {
+            prefix: format!("disp/one_per_prio/{name}"),
+            lanes,
+        });
         Ok(DispatcherHandle::new(
             "one_per_prio",
             name,
-            Binder(Arc::new(LaneBinder { lanes })),
+            Binder(Arc::new(LaneBinder {
+                source: lanes.clone(),
+                lanes,
+            })),
         ))
     }
 }
@@ -96,23 +105,42 @@ impl Drop for Lane {
     }
 }
 
-struct LaneBinder {
+struct Lanes {
+    prefix: String,
     lanes: Vec<Lane>,
 }
 
+impl StatsSource for Lanes {
+    fn distribute(&self, out: &mut dyn FnMut(Quantity)) {
+        let agents = self.lanes.iter().map(|l| l.keys.live()).sum();
+        out(quantity(&self.prefix, "agent.count", agents));
+        out(quantity(&self.prefix, "threads.count", self.lanes.len()));
+        for (p, lane) in self.lanes.iter().enumerate() {
+            let prefix = format!("{}/p{p}", self.prefix);
+            out(quantity(&prefix, "demands.count", lane.queue.waiting()));
+        }
+    }
+}
+
+struct LaneBinder {
+    lanes: Arc<Lanes>,
+    source: SourceRef,
+}
+
 impl BinderImpl for LaneBinder {
-    fn preallocate(&self, _agent: &AgentRef) -> Result<(), BindError> {
+    fn preallocate(&self, agent: &AgentRef) -> Result<(), BindError> {
+        stats::register_for(agent, &self.source);
         Ok(())
     }
 
     fn undo_preallocation(&self, _agent: &AgentRef) {}
 
     fn bind(&self, agent: &AgentRef) -> (Arc<dyn EventQueue>, AgentKey) {
-        let lane = &self.lanes[agent.priority().index()];
+        let lane = &self.lanes.lanes[agent.priority().index()];
         (lane.queue.clone(), lane.keys.allocate())
     }
 
     fn unbind(&self, agent: &AgentRef, key: AgentKey) {
-        self.lanes[agent.priority().index()].keys.release(key);
+        self.lanes.lanes[agent.priority().index()].keys.release(key);
     }
 }

@@ -22,6 +22,7 @@ use super::{
     AgentKey, BindError, Binder, BinderImpl, BuildError, DispatcherHandle, EventQueue, KeyAllocator,
 };
 use crate::agent::AgentRef;
+use crate::stats::{self, Quantity, SourceRef, StatsSource};
 
 /// Builds a `one_thread` dispatcher.
 #[derive(Debug, Default, Clone)]
@@ -59,6 +60,7 @@ impl Builder {
             .spawn(move || worker_queue.run())
             .map_err(BuildError::Spawn)?;
         let core = Arc::new(Core {
+            prefix: format!("disp/one_thread/{name}"),
             thread_id: thread.thread().id(),
             thread: Mutex::new(Some(thread)),
             queue,
@@ -67,13 +69,17 @@ impl Builder {
         Ok(DispatcherHandle::new(
             "one_thread",
             name,
-            Binder(Arc::new(OneThreadBinder { core })),
+            Binder(Arc::new(OneThreadBinder {
+                source: core.clone(),
+                core,
+            })),
         ))
     }
 }
 
 /// Owns the thread: dropped when the last handle, binder and bound agent are gone.
 struct Core {
+    prefix: String,
     queue: Arc<SerialQueue>,
     keys: KeyAllocator,
     thread: Mutex<Option<JoinHandle<()>>>,
@@ -93,12 +99,34 @@ impl Drop for Core {
     }
 }
 
+impl StatsSource for Core {
+    fn distribute(&self, out: &mut dyn FnMut(Quantity)) {
+        out(quantity(&self.prefix, "agent.count", self.keys.live()));
+        out(quantity(&self.prefix, "threads.count", 1));
+        out(quantity(
+            &format!("{}/wt", self.prefix),
+            "demands.count",
+            self.queue.waiting(),
+        ));
+    }
+}
+
+pub(crate) fn quantity(prefix: &str, suffix: &'static str, value: usize) -> Quantity {
+    Quantity {
+        prefix: prefix.to_owned(),
+        suffix,
+        value,
+    }
+}
+
 struct OneThreadBinder {
     core: Arc<Core>,
+    source: SourceRef,
 }
 
 impl BinderImpl for OneThreadBinder {
-    fn preallocate(&self, _agent: &AgentRef) -> Result<(), BindError> {
+    fn preallocate(&self, agent: &AgentRef) -> Result<(), BindError> {
+        stats::register_for(agent, &self.source);
         Ok(())
     }
 

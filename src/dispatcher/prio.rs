@@ -8,8 +8,10 @@ use std::thread::{JoinHandle, ThreadId};
 
 use parking_lot::{Condvar, Mutex};
 
+use super::one_thread::quantity;
 use super::{AgentKey, AgentTable, BindError, BinderImpl, Demand, EventQueue, KeyAllocator};
 use crate::agent::{AgentRef, Priority};
+use crate::stats::{self, Quantity, SourceRef, StatsSource};
 
 /// How the worker picks demands.
 #[derive(Clone, Copy)]
@@ -102,13 +104,14 @@ impl Shared {
 
 /// Owns the thread; dropped with the last handle, binder and bound agent.
 pub(crate) struct Core {
+    prefix: String,
     shared: Arc<Shared>,
     thread: Mutex<Option<JoinHandle<()>>>,
     thread_id: ThreadId,
 }
 
 impl Core {
-    pub(crate) fn start(name: &str, policy: Policy) -> std::io::Result<Arc<Core>> {
+    pub(crate) fn start(kind: &str, name: &str, policy: Policy) -> std::io::Result<Arc<Core>> {
         let shared = Arc::new(Shared {
             queues: Mutex::new(Queues::default()),
             ready: Condvar::new(),
@@ -119,6 +122,7 @@ impl Core {
             .name(name.to_owned())
             .spawn(move || s.run(policy))?;
         Ok(Arc::new(Core {
+            prefix: format!("disp/{kind}/{name}"),
             shared,
             thread_id: thread.thread().id(),
             thread: Mutex::new(Some(thread)),
@@ -138,6 +142,32 @@ impl Drop for Core {
     }
 }
 
+impl StatsSource for Core {
+    fn distribute(&self, out: &mut dyn FnMut(Quantity)) {
+        out(quantity(
+            &self.prefix,
+            "agent.count",
+            self.shared.keys.live(),
+        ));
+        out(quantity(&self.prefix, "threads.count", 1));
+        let lens: Vec<usize> = self
+            .shared
+            .queues
+            .lock()
+            .by_prio
+            .iter()
+            .map(VecDeque::len)
+            .collect();
+        for (p, n) in lens.into_iter().enumerate() {
+            out(quantity(
+                &format!("{}/p{p}", self.prefix),
+                "demands.count",
+                n,
+            ));
+        }
+    }
+}
+
 /// The queue an agent of priority `prio` is given.
 struct PrioQueue {
     shared: Arc<Shared>,
@@ -151,11 +181,22 @@ impl EventQueue for PrioQueue {
 }
 
 pub(crate) struct PrioBinder {
-    pub(crate) core: Arc<Core>,
+    core: Arc<Core>,
+    source: SourceRef,
+}
+
+impl PrioBinder {
+    pub(crate) fn new(core: Arc<Core>) -> Self {
+        PrioBinder {
+            source: core.clone(),
+            core,
+        }
+    }
 }
 
 impl BinderImpl for PrioBinder {
-    fn preallocate(&self, _agent: &AgentRef) -> Result<(), BindError> {
+    fn preallocate(&self, agent: &AgentRef) -> Result<(), BindError> {
+        stats::register_for(agent, &self.source);
         Ok(())
     }
 

@@ -79,11 +79,12 @@ impl Builder {
             Some(n) => n.into(),
             None => format!("quoted_round_robin-{}", SEQ.fetch_add(1, Ordering::Relaxed)).into(),
         };
-        let core = Core::start(&name, Policy::Quoted(quotas)).map_err(BuildError::Spawn)?;
+        let core = Core::start("quoted_round_robin", &name, Policy::Quoted(quotas))
+            .map_err(BuildError::Spawn)?;
         Ok(DispatcherHandle::new(
             "quoted_round_robin",
             name,
-            Binder(Arc::new(PrioBinder { core })),
+            Binder(Arc::new(PrioBinder::new(core))),
         ))
     }
 }

@@ -44,11 +44,12 @@ impl Builder {
             Some(n) => n.into(),
             None => format!("strictly_ordered-{}", SEQ.fetch_add(1, Ordering::Relaxed)).into(),
         };
-        let core = Core::start(&name, Policy::Strict).map_err(BuildError::Spawn)?;
+        let core =
+            Core::start("strictly_ordered", &name, Policy::Strict).map_err(BuildError::Spawn)?;
         Ok(DispatcherHandle::new(
             "strictly_ordered",
             name,
-            Binder(Arc::new(PrioBinder { core })),
+            Binder(Arc::new(PrioBinder::new(core))),
         ))
     }
 }

@@ -62,7 +62,6 @@ impl KeyAllocator {
     }
 
     /// Agents bound now.
-    #[allow(dead_code)]
     pub(crate) fn live(&self) -> usize {
         self.state.lock().live
     }

@@ -52,11 +52,13 @@ use ahash::AHashMap;
 use crossbeam_channel::{Receiver, Sender};
 use parking_lot::Mutex;
 
+use super::one_thread::quantity;
 use super::{
     AgentKey, AgentTable, BindError, Binder, BinderImpl, BuildError, Demand, DispatcherHandle,
     EventQueue, Fifo, KeyAllocator,
 };
 use crate::agent::AgentRef;
+use crate::stats::{self, Quantity, SourceRef, StatsSource};
 
 /// Builds a `thread_pool` dispatcher.
 #[derive(Debug, Clone)]
@@ -146,19 +148,22 @@ impl Builder {
             }
         }
         let core = Arc::new(Core {
+            prefix: format!("disp/thread_pool/{name}"),
+            thread_count: handles.len(),
             thread_ids: handles.iter().map(|h| h.thread().id()).collect(),
             threads: Mutex::new(handles),
             shared,
+            queues: [Mutex::new(AHashMap::new()), Mutex::new(AHashMap::new())],
         });
         let coop_binder = Binder(Arc::new(PoolBinder {
+            source: core.clone(),
             core: core.clone(),
             fifo: Fifo::Cooperation,
-            queues: Mutex::new(AHashMap::new()),
         }));
         let individual = Binder(Arc::new(PoolBinder {
+            source: core.clone(),
             core,
             fifo: Fifo::Individual,
-            queues: Mutex::new(AHashMap::new()),
         }));
         let cooperation = coop_binder.clone();
         Ok(
@@ -239,10 +244,35 @@ fn stop_and_join(shared: &Shared, handles: Vec<JoinHandle<()>>) {
 
 /// Owns the threads: dropped when the handle, both binders and every bound agent are gone.
 struct Core {
+    prefix: String,
     shared: Arc<Shared>,
     threads: Mutex<Vec<JoinHandle<()>>>,
+    thread_count: usize,
     #[allow(dead_code)]
     thread_ids: Vec<ThreadId>,
+    /// Queues by coop id (cooperation FIFO, index 0) or agent id (individual, index 1),
+    /// with their agent counts; a queue goes when its last agent is unbound.
+    queues: [Mutex<AHashMap<u64, (Arc<AgentQueue>, usize)>>; 2],
+}
+
+impl StatsSource for Core {
+    fn distribute(&self, out: &mut dyn FnMut(Quantity)) {
+        out(quantity(&self.prefix, "threads.count", self.thread_count));
+        let mut agents = 0;
+        for (i, map) in self.queues.iter().enumerate() {
+            let tag = if i == 0 { "cq" } else { "aq" };
+            for (id, (q, n)) in map.lock().iter() {
+                agents += n;
+                let prefix = format!("{}/{tag}-{id}", self.prefix);
+                out(quantity(
+                    &prefix,
+                    "demands.count",
+                    q.inbox.lock().demands.len(),
+                ));
+            }
+        }
+        out(quantity(&self.prefix, "agent.count", agents));
+    }
 }
 
 impl Drop for Core {
@@ -285,12 +315,17 @@ impl EventQueue for AgentQueue {
 struct PoolBinder {
     core: Arc<Core>,
     fifo: Fifo,
-    /// Queues by coop id (cooperation FIFO) or agent id (individual), with their agent
-    /// counts; a queue goes when its last agent is unbound.
-    queues: Mutex<AHashMap<u64, (Arc<AgentQueue>, usize)>>,
+    source: SourceRef,
 }
 
 impl PoolBinder {
+    fn queues(&self) -> &Mutex<AHashMap<u64, (Arc<AgentQueue>, usize)>> {
+        &self.core.queues[match self.fifo {
+            Fifo::Cooperation => 0,
+            Fifo::Individual => 1,
+        }]
+    }
+
     fn queue_key(&self, agent: &AgentRef) -> u64 {
         match self.fifo {
             Fifo::Individual => agent.id().as_u64(),
@@ -300,14 +335,15 @@ impl PoolBinder {
 }
 
 impl BinderImpl for PoolBinder {
-    fn preallocate(&self, _agent: &AgentRef) -> Result<(), BindError> {
+    fn preallocate(&self, agent: &AgentRef) -> Result<(), BindError> {
+        stats::register_for(agent, &self.source);
         Ok(())
     }
 
     fn undo_preallocation(&self, _agent: &AgentRef) {}
 
     fn bind(&self, agent: &AgentRef) -> (Arc<dyn EventQueue>, AgentKey) {
-        let mut queues = self.queues.lock();
+        let mut queues = self.queues().lock();
         let (queue, count) = queues.entry(self.queue_key(agent)).or_insert_with(|| {
             let shared = Arc::downgrade(&self.core.shared);
             let queue = Arc::new_cyclic(|me| AgentQueue {
@@ -324,7 +360,7 @@ impl BinderImpl for PoolBinder {
     }
 
     fn unbind(&self, agent: &AgentRef, key: AgentKey) {
-        let mut queues = self.queues.lock();
+        let mut queues = self.queues().lock();
         let qk = self.queue_key(agent);
         if let Some((queue, count)) = queues.get_mut(&qk) {
             queue.keys.release(key);

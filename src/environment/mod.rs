@@ -35,6 +35,7 @@ use crate::dispatcher::{one_thread, Binder, BuildError, DispatcherHandle};
 use crate::exception::ExceptionReaction;
 use crate::mbox::named::NamedRegistry;
 use crate::mbox::{mpmc, unique, Mbox, Repr};
+use crate::stats::{StatsController, StatsCore};
 
 /// Why an environment could not run.
 #[derive(Debug, Error)]
@@ -94,6 +95,7 @@ pub(crate) struct EnvInner {
     reaction: ExceptionReaction,
     logger: Option<params::ErrorLogger>,
     autoshutdown: bool,
+    pub(crate) stats: Arc<StatsCore>,
 }
 
 #[derive(Default)]
@@ -138,15 +140,19 @@ impl Environment {
             .name("agentbox-default")
             .build()?;
         let (final_tx, final_rx) = crossbeam_channel::unbounded();
-        let env = Environment(Arc::new(EnvInner {
-            state: Mutex::new(EnvState::default()),
-            finished: Condvar::new(),
-            named: Arc::new(NamedRegistry::default()),
-            default_disp: Mutex::new(Some(default)),
-            final_tx,
-            reaction: params.exception_reaction,
-            logger: params.error_logger,
-            autoshutdown: params.autoshutdown,
+        let env = Environment(Arc::new_cyclic(|weak| {
+            let weak = WeakEnv(weak.clone());
+            EnvInner {
+                state: Mutex::new(EnvState::default()),
+                finished: Condvar::new(),
+                named: Arc::new(NamedRegistry::default()),
+                default_disp: Mutex::new(Some(default)),
+                final_tx,
+                reaction: params.exception_reaction,
+                logger: params.error_logger,
+                autoshutdown: params.autoshutdown,
+                stats: StatsCore::new(weak.clone(), Mbox(Repr::Mpmc(mpmc::create(weak)))),
+            }
         }));
         let weak = env.downgrade();
         let finalizer = std::thread::Builder::new()
@@ -167,6 +173,7 @@ impl Environment {
                 env.0.finished.wait(&mut st);
             }
         }
+        env.0.stats.shut_down();
         let _ = env.0.final_tx.send(FinalCmd::Exit);
         let _ = finalizer.join();
         // Joins the default dispatcher's thread (no agent is bound to it any more).
@@ -343,6 +350,11 @@ impl Environment {
         let mut coop = self.make_child_coop(parent);
         let r = fill(&mut coop);
         self.register_coop(coop).map(|_| r)
+    }
+
+    /// The run-time monitoring controller (off until turned on; see [`crate::stats`]).
+    pub fn stats_controller(&self) -> StatsController {
+        StatsController(self.0.stats.clone())
     }
 
     /// Number of registered coops (including deregistering ones not yet final).

@@ -1,0 +1,268 @@
+//! Run-time monitoring: a stats controller that distributes quantities as messages.
+//!
+//! Off by default; while off nothing runs and nothing is counted on the message path
+//! (dispatchers keep the counts they keep anyway: agents bound, demands waiting). Once
+//! turned on, every period (default 2 s) a distribution thread sends to
+//! [`StatsController::mbox`]: [`StatsStarted`], one [`Quantity`] per data source and
+//! quantity, then [`StatsFinished`].
+//!
+//! # Quantity names
+//!
+//! A quantity is named `<prefix>/<suffix>`:
+//!
+//! | prefix | suffix | value |
+//! |---|---|---|
+//! | `coop_repository` | `coop.count` | coops registered (deregistering included) |
+//! | `mbox_repository` | `named_mbox.count` | named mboxes alive |
+//! | `disp/<kind>/<name>` | `agent.count` | agents bound to the dispatcher |
+//! | `disp/<kind>/<name>` | `threads.count` | its worker threads |
+//! | `disp/<kind>/<name>/<queue>` | `demands.count` | demands waiting in one queue |
+//!
+//! `<kind>` is the dispatcher kind (`one_thread`, `active_obj`, `active_group`,
+//! `thread_pool`, `strictly_ordered`, `quoted_round_robin`, `one_per_prio`) and `<name>`
+//! the name given to its builder. `<queue>` is `wt` for a single-thread dispatcher's
+//! queue, `ao-<agent id>` for an `active_obj` agent, `ag-<group>` for an `active_group`
+//! group, `cq-<coop id>` / `aq-<agent id>` for a thread pool's cooperation and individual
+//! queues, and `p<0..7>` for a priority. A waiting count may lag by the demands a worker
+//! has taken in its current round.
+//!
+//! # Examples
+//!
+//! ```
+//! use std::time::Duration;
+//! use agentbox::prelude::*;
+//! use agentbox::{Quantity, StatsFinished};
+//!
+//! struct Monitor { coops: Option<usize> }
+//! impl Agent for Monitor {
+//!     fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+//!         let stats = ctx.environment().stats_controller().mbox();
+//!         ctx.subscribe(&stats).event(|a: &mut Self, _, q: &Quantity| {
+//!             if q.prefix == "coop_repository" && q.suffix == "coop.count" {
+//!                 a.coops = Some(q.value);
+//!             }
+//!         })?;
+//!         ctx.subscribe(&stats).event(|a: &mut Self, ctx, _: &StatsFinished| {
+//!             if let Some(n) = a.coops {
+//!                 assert_eq!(n, 1);
+//!                 ctx.environment().stats_controller().turn_off();
+//!                 ctx.deregister_coop(DeregReason::Normal);
+//!             }
+//!         })?;
+//!         Ok(())
+//!     }
+//! }
+//!
+//! Environment::launch(|env| {
+//!     let stats = env.stats_controller();
+//!     stats.set_distribution_period(Duration::from_millis(20));
+//!     env.introduce_coop(|coop| { coop.add_agent(Monitor { coops: None }); }).unwrap();
+//!     stats.turn_on();
+//! }).unwrap();
+//! ```
+
+use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::environment::{Environment, WeakEnv};
+use crate::mbox::Mbox;
+
+/// One measured quantity, sent to the stats mbox.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Quantity {
+    /// What is measured, e.g. `disp/one_thread/io` (see the module docs).
+    pub prefix: String,
+    /// Which quantity of it, e.g. `agent.count`.
+    pub suffix: &'static str,
+    /// The value.
+    pub value: usize,
+}
+
+/// Sent before the quantities of one distribution.
+#[derive(Clone, Copy, Debug)]
+pub struct StatsStarted;
+
+/// Sent after the quantities of one distribution.
+#[derive(Clone, Copy, Debug)]
+pub struct StatsFinished;
+
+/// Something that reports quantities: a dispatcher, the coop registry, …
+pub(crate) trait StatsSource: Send + Sync {
+    fn distribute(&self, out: &mut dyn FnMut(Quantity));
+}
+
+/// A dispatcher's source, kept by its binders and registered weakly with each environment
+/// that binds an agent to it.
+pub(crate) type SourceRef = Arc<dyn StatsSource>;
+
+/// Registers `source` with the environment of `agent` (once per environment).
+pub(crate) fn register_for(agent: &crate::agent::AgentRef, source: &SourceRef) {
+    if let Some(env) = agent.0.env.upgrade() {
+        env.0.stats.add_source(source);
+    }
+}
+
+#[derive(Default)]
+struct State {
+    on: bool,
+    period: Option<Duration>,
+    thread: Option<JoinHandle<()>>,
+    /// Bumped on every turn_on/turn_off: a distribution thread of an older generation ends.
+    generation: u64,
+}
+
+pub(crate) struct StatsCore {
+    mbox: Mbox,
+    env: WeakEnv,
+    state: Mutex<State>,
+    wake: Condvar,
+    sources: Mutex<Vec<Weak<dyn StatsSource>>>,
+}
+
+impl StatsCore {
+    pub(crate) fn new(env: WeakEnv, mbox: Mbox) -> Arc<Self> {
+        Arc::new(StatsCore {
+            mbox,
+            env,
+            state: Mutex::new(State::default()),
+            wake: Condvar::new(),
+            sources: Mutex::new(Vec::new()),
+        })
+    }
+
+    fn add_source(&self, source: &SourceRef) {
+        let mut sources = self.sources.lock();
+        sources.retain(|s| s.strong_count() > 0);
+        let weak = Arc::downgrade(source);
+        if !sources.iter().any(|s| Weak::ptr_eq(s, &weak)) {
+            sources.push(weak);
+        }
+    }
+
+    /// Stops the distribution thread (environment shutdown).
+    pub(crate) fn shut_down(&self) {
+        let thread = {
+            let mut st = self.state.lock();
+            st.on = false;
+            st.generation += 1;
+            st.thread.take()
+        };
+        self.wake.notify_all();
+        if let Some(t) = thread {
+            let _ = t.join();
+        }
+    }
+
+    fn distribute_once(&self, env: &Environment) {
+        let _ = self.mbox.send(StatsStarted);
+        let mut send = |q: Quantity| {
+            let _ = self.mbox.send(q);
+        };
+        send(Quantity {
+            prefix: "coop_repository".into(),
+            suffix: "coop.count",
+            value: env.coop_count(),
+        });
+        send(Quantity {
+            prefix: "mbox_repository".into(),
+            suffix: "named_mbox.count",
+            value: env.named_mbox_count(),
+        });
+        let sources: Vec<SourceRef> = self
+            .sources
+            .lock()
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        for s in sources {
+            s.distribute(&mut send);
+        }
+        let _ = self.mbox.send(StatsFinished);
+    }
+
+    fn run(self: Arc<Self>, generation: u64) {
+        loop {
+            {
+                let mut st = self.state.lock();
+                if st.generation != generation {
+                    return;
+                }
+                let period = st.period.unwrap_or(Duration::from_secs(2));
+                self.wake.wait_for(&mut st, period);
+                if st.generation != generation {
+                    return;
+                }
+            }
+            match self.env.upgrade() {
+                Some(env) => self.distribute_once(&env),
+                None => return,
+            }
+        }
+    }
+}
+
+/// The environment's stats controller: a cheap handle.
+#[derive(Clone)]
+pub struct StatsController(pub(crate) Arc<StatsCore>);
+
+impl StatsController {
+    /// The multi-consumer mbox the quantities are sent to.
+    pub fn mbox(&self) -> Mbox {
+        self.0.mbox.clone()
+    }
+
+    /// Whether distribution is on.
+    pub fn is_on(&self) -> bool {
+        self.0.state.lock().on
+    }
+
+    /// The period between distributions (default 2 s). Wakes a waiting distribution, which
+    /// then follows the new period.
+    pub fn set_distribution_period(&self, period: Duration) {
+        self.0.state.lock().period = Some(period);
+        self.0.wake.notify_all();
+    }
+
+    /// Starts distributing (nothing if already on). The first distribution comes one
+    /// period after.
+    pub fn turn_on(&self) {
+        let mut st = self.0.state.lock();
+        if st.on {
+            return;
+        }
+        st.on = true;
+        st.generation += 1;
+        let generation = st.generation;
+        let core = self.0.clone();
+        match std::thread::Builder::new()
+            .name("agentbox-stats".into())
+            .spawn(move || core.run(generation))
+        {
+            Ok(t) => st.thread = Some(t),
+            Err(e) => {
+                st.on = false;
+                drop(st);
+                if let Some(env) = self.0.env.upgrade() {
+                    env.log_error(&format!("cannot start the stats thread: {e}"));
+                }
+            }
+        }
+    }
+
+    /// Stops distributing; returns at once (a distribution under way completes).
+    pub fn turn_off(&self) {
+        let thread = {
+            let mut st = self.0.state.lock();
+            st.on = false;
+            st.generation += 1;
+            st.thread.take()
+        };
+        self.0.wake.notify_all();
+        // Not joined here: turn_off may be called from a handler that the distribution
+        // thread is waiting to deliver to. The thread sees the new generation and ends.
+        drop(thread);
+    }
+}

@@ -252,8 +252,11 @@ struct Core {
     thread_ids: Vec<ThreadId>,
     /// Queues by coop id (cooperation FIFO, index 0) or agent id (individual, index 1),
     /// with their agent counts; a queue goes when its last agent is unbound.
-    queues: [Mutex<AHashMap<u64, (Arc<AgentQueue>, usize)>>; 2],
+    queues: [QueueMap; 2],
 }
+
+/// Agent queues by coop or agent id, with the number of agents bound to each.
+type QueueMap = Mutex<AHashMap<u64, (Arc<AgentQueue>, usize)>>;
 
 impl StatsSource for Core {
     fn distribute(&self, out: &mut dyn FnMut(Quantity)) {
@@ -319,7 +322,7 @@ struct PoolBinder {
 }
 
 impl PoolBinder {
-    fn queues(&self) -> &Mutex<AHashMap<u64, (Arc<AgentQueue>, usize)>> {
+    fn queues(&self) -> &QueueMap {
         &self.core.queues[match self.fifo {
             Fifo::Cooperation => 0,
             Fifo::Individual => 1,

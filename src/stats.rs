@@ -17,14 +17,18 @@
 //! | `disp/<kind>/<name>` | `agent.count` | agents bound to the dispatcher |
 //! | `disp/<kind>/<name>` | `threads.count` | its worker threads |
 //! | `disp/<kind>/<name>/<queue>` | `demands.count` | demands waiting in one queue |
+//! | `disp/<kind>/<name>/<thread>` | `work.count`, `work.total_ns`, `work.avg_ns` | demands run by one worker thread, their total and mean time (with activity tracking) |
+//! | `disp/<kind>/<name>/<thread>` | `wait.count`, `wait.total_ns`, `wait.avg_ns` | times the thread waited for work, in all and on average (with activity tracking) |
 //!
 //! `<kind>` is the dispatcher kind (`one_thread`, `active_obj`, `active_group`,
 //! `thread_pool`, `strictly_ordered`, `quoted_round_robin`, `one_per_prio`) and `<name>`
 //! the name given to its builder. `<queue>` is `wt` for a single-thread dispatcher's
 //! queue, `ao-<agent id>` for an `active_obj` agent, `ag-<group>` for an `active_group`
 //! group, `cq-<coop id>` / `aq-<agent id>` for a thread pool's cooperation and individual
-//! queues, and `p<0..7>` for a priority. A waiting count may lag by the demands a worker
-//! has taken in its current round.
+//! queues, and `p<0..7>` for a priority. `<thread>` is the same tag for single-thread
+//! queues and `wt-<i>` for the i-th worker of a thread pool. A waiting count may lag by the
+//! demands a worker has taken in its current round. Activity tracking is turned on per
+//! dispatcher with its builder's `activity_tracking(true)`.
 //!
 //! # Examples
 //!

@@ -15,12 +15,14 @@ use std::sync::Arc;
 
 type Seen = Arc<Mutex<Option<HashMap<String, usize>>>>;
 
-/// Collects the first complete distribution, then turns stats off and stops.
+/// Collects complete distributions until one satisfies `wanted`, then turns stats off and
+/// stops.
 struct Monitor {
     current: Option<HashMap<String, usize>>,
     done: Seen,
     /// Keeps a named mbox alive for the count.
     _named: Mbox,
+    wanted: fn(&HashMap<String, usize>) -> bool,
 }
 
 impl Agent for Monitor {
@@ -36,7 +38,7 @@ impl Agent for Monitor {
             })?;
         ctx.subscribe(&stats)
             .event(|a: &mut Self, ctx, _: &StatsFinished| {
-                if let Some(c) = a.current.take() {
+                if let Some(c) = a.current.take().filter(|c| (a.wanted)(c)) {
                     *a.done.lock() = Some(c);
                     ctx.environment().stats_controller().turn_off();
                     ctx.environment().stop();
@@ -59,7 +61,11 @@ fn a_distribution_carries_the_documented_quantities() {
         let done: Seen = Arc::new(Mutex::new(None));
         let d = done.clone();
         Environment::launch(move |env| {
-            let disp = one_thread::Builder::new().name("watched").build().unwrap();
+            let disp = one_thread::Builder::new()
+                .name("watched")
+                .activity_tracking(true)
+                .build()
+                .unwrap();
             let pool = thread_pool::Builder::new()
                 .name("pool")
                 .threads(2)
@@ -83,6 +89,12 @@ fn a_distribution_carries_the_documented_quantities() {
                     current: None,
                     done: d,
                     _named: named,
+                    // Bind + Start of the three agents have run. (A wait is counted when it
+                    // ends, so a worker parked since then may show none.)
+                    wanted: |c| {
+                        c.get("disp/one_thread/watched/wt/work.count")
+                            .is_some_and(|n| *n >= 6)
+                    },
                 });
             })
             .unwrap();
@@ -101,5 +113,13 @@ fn a_distribution_carries_the_documented_quantities() {
         assert_eq!(seen["disp/thread_pool/pool/threads.count"], 2);
         assert_eq!(seen["disp/thread_pool/pool/agent.count"], 1);
         assert_eq!(seen["disp/one_thread/agentbox-default/agent.count"], 1);
+        let work = seen["disp/one_thread/watched/wt/work.total_ns"];
+        assert_eq!(
+            seen["disp/one_thread/watched/wt/work.avg_ns"],
+            work / seen["disp/one_thread/watched/wt/work.count"]
+        );
+        assert!(seen.contains_key("disp/one_thread/watched/wt/wait.avg_ns"));
+        // Without activity tracking there are no such quantities.
+        assert!(!seen.contains_key("disp/one_thread/agentbox-default/wt/work.count"));
     });
 }

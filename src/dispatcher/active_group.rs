@@ -48,6 +48,7 @@ use crate::stats::{self, Quantity, SourceRef, StatsSource};
 #[derive(Debug, Default, Clone)]
 pub struct Builder {
     name: Option<String>,
+    activity: bool,
 }
 
 impl Builder {
@@ -60,6 +61,13 @@ impl Builder {
     /// `active_group-N`).
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.name = Some(name.into());
+        self
+    }
+
+    /// Whether group threads measure their working and waiting time for the stats
+    /// controller (default: off).
+    pub fn activity_tracking(mut self, on: bool) -> Self {
+        self.activity = on;
         self
     }
 
@@ -78,6 +86,7 @@ impl Builder {
             None => format!("active_group-{}", SEQ.fetch_add(1, Ordering::Relaxed)).into(),
         };
         let groups = Arc::new(Groups {
+            activity: self.activity,
             name: name.clone(),
             prefix: format!("disp/active_group/{name}"),
             map: Mutex::new(AHashMap::new()),
@@ -107,6 +116,7 @@ struct Group {
 }
 
 struct Groups {
+    activity: bool,
     name: Arc<str>,
     prefix: String,
     map: Mutex<AHashMap<Arc<str>, Group>>,
@@ -124,6 +134,9 @@ impl StatsSource for Groups {
         for (name, g) in map.iter() {
             let prefix = format!("{}/ag-{name}", self.prefix);
             out(quantity(&prefix, "demands.count", g.queue.waiting()));
+            if let Some(a) = &g.queue.activity {
+                a.distribute(&prefix, out);
+            }
         }
     }
 }
@@ -168,7 +181,7 @@ impl BinderImpl for GroupBinder {
             g.agents += 1;
             return Ok(());
         }
-        let queue = SerialQueue::new();
+        let queue = SerialQueue::with_activity(self.groups.activity);
         let worker = queue.clone();
         let thread = std::thread::Builder::new()
             .name(format!("{}-{}", self.groups.name, self.group))

@@ -47,6 +47,7 @@ use crate::stats::{self, Quantity, SourceRef, StatsSource};
 #[derive(Debug, Default, Clone)]
 pub struct Builder {
     name: Option<String>,
+    activity: bool,
 }
 
 impl Builder {
@@ -62,6 +63,13 @@ impl Builder {
         self
     }
 
+    /// Whether agent threads measure their working and waiting time for the stats
+    /// controller (default: off).
+    pub fn activity_tracking(mut self, on: bool) -> Self {
+        self.activity = on;
+        self
+    }
+
     /// Makes the dispatcher; threads start as agents are bound.
     ///
     /// # Errors
@@ -74,6 +82,7 @@ impl Builder {
             None => format!("active_obj-{}", SEQ.fetch_add(1, Ordering::Relaxed)).into(),
         };
         let shared = Arc::new(Threads {
+            activity: self.activity,
             name: name.clone(),
             prefix: format!("disp/active_obj/{name}"),
             map: Mutex::new(AHashMap::new()),
@@ -107,6 +116,7 @@ impl AgentThread {
 
 /// The agents' threads, shared by the binder and the stats source.
 struct Threads {
+    activity: bool,
     name: Arc<str>,
     prefix: String,
     map: Mutex<AHashMap<AgentId, AgentThread>>,
@@ -120,6 +130,9 @@ impl StatsSource for Threads {
         for (id, t) in map.iter() {
             let prefix = format!("{}/ao-{}", self.prefix, id.as_u64());
             out(quantity(&prefix, "demands.count", t.queue.waiting()));
+            if let Some(a) = &t.queue.activity {
+                a.distribute(&prefix, out);
+            }
         }
     }
 }
@@ -132,7 +145,7 @@ struct ActiveObjBinder {
 impl BinderImpl for ActiveObjBinder {
     fn preallocate(&self, agent: &AgentRef) -> Result<(), BindError> {
         stats::register_for(agent, &self.source);
-        let queue = SerialQueue::new();
+        let queue = SerialQueue::with_activity(self.shared.activity);
         let worker = queue.clone();
         let thread = std::thread::Builder::new()
             .name(format!("{}-{}", self.shared.name, agent.id().as_u64()))

@@ -22,6 +22,7 @@
 
 pub mod active_group;
 pub mod active_obj;
+pub(crate) mod activity;
 pub mod one_per_prio;
 pub mod one_thread;
 pub(crate) mod prio;

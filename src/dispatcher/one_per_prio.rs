@@ -26,6 +26,7 @@ use crate::stats::{self, Quantity, SourceRef, StatsSource};
 #[derive(Debug, Default, Clone)]
 pub struct Builder {
     name: Option<String>,
+    activity: bool,
 }
 
 impl Builder {
@@ -38,6 +39,13 @@ impl Builder {
     /// `one_per_prio-N`).
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.name = Some(name.into());
+        self
+    }
+
+    /// Whether the threads measure their working and waiting time for the stats controller
+    /// (default: off).
+    pub fn activity_tracking(mut self, on: bool) -> Self {
+        self.activity = on;
         self
     }
 
@@ -54,7 +62,7 @@ impl Builder {
         };
         let mut lanes = Vec::with_capacity(8);
         for p in 0..8 {
-            let queue = SerialQueue::new();
+            let queue = SerialQueue::with_activity(self.activity);
             let worker = queue.clone();
             match std::thread::Builder::new()
                 .name(format!("{name}-p{p}"))
@@ -118,6 +126,9 @@ impl StatsSource for Lanes {
         for (p, lane) in self.lanes.iter().enumerate() {
             let prefix = format!("{}/p{p}", self.prefix);
             out(quantity(&prefix, "demands.count", lane.queue.waiting()));
+            if let Some(a) = &lane.queue.activity {
+                a.distribute(&prefix, out);
+            }
         }
     }
 }

@@ -28,6 +28,7 @@ use crate::stats::{self, Quantity, SourceRef, StatsSource};
 #[derive(Debug, Default, Clone)]
 pub struct Builder {
     name: Option<String>,
+    activity: bool,
 }
 
 impl Builder {
@@ -42,6 +43,13 @@ impl Builder {
         self
     }
 
+    /// Whether the worker measures its working and waiting time for the stats controller
+    /// (default: off, and then it never reads the clock).
+    pub fn activity_tracking(mut self, on: bool) -> Self {
+        self.activity = on;
+        self
+    }
+
     /// Starts the worker thread.
     ///
     /// # Errors
@@ -53,7 +61,7 @@ impl Builder {
             Some(n) => n.into(),
             None => format!("one_thread-{}", SEQ.fetch_add(1, Ordering::Relaxed)).into(),
         };
-        let queue = SerialQueue::new();
+        let queue = SerialQueue::with_activity(self.activity);
         let worker_queue = queue.clone();
         let thread = std::thread::Builder::new()
             .name(name.to_string())
@@ -103,11 +111,11 @@ impl StatsSource for Core {
     fn distribute(&self, out: &mut dyn FnMut(Quantity)) {
         out(quantity(&self.prefix, "agent.count", self.keys.live()));
         out(quantity(&self.prefix, "threads.count", 1));
-        out(quantity(
-            &format!("{}/wt", self.prefix),
-            "demands.count",
-            self.queue.waiting(),
-        ));
+        let wt = format!("{}/wt", self.prefix);
+        out(quantity(&wt, "demands.count", self.queue.waiting()));
+        if let Some(a) = &self.queue.activity {
+            a.distribute(&wt, out);
+        }
     }
 }
 

@@ -5,9 +5,11 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::thread::{JoinHandle, ThreadId};
+use std::time::Instant;
 
 use parking_lot::{Condvar, Mutex};
 
+use super::activity::Activity;
 use super::one_thread::quantity;
 use super::{AgentKey, AgentTable, BindError, BinderImpl, Demand, EventQueue, KeyAllocator};
 use crate::agent::{AgentRef, Priority};
@@ -32,6 +34,7 @@ pub(crate) struct Shared {
     queues: Mutex<Queues>,
     ready: Condvar,
     keys: KeyAllocator,
+    activity: Option<Activity>,
 }
 
 impl Shared {
@@ -56,8 +59,23 @@ impl Shared {
                     if let Some(d) = q.by_prio.iter_mut().rev().find_map(VecDeque::pop_front) {
                         return Some(Some(d));
                     }
+                    let waiting = self.activity.as_ref().map(|_| Instant::now());
                     self.ready.wait(&mut q);
+                    if let (Some(a), Some(t)) = (&self.activity, waiting) {
+                        a.waited_since(t);
+                    }
                 }
+            }
+        }
+    }
+
+    fn run_one(&self, agents: &mut AgentTable, d: Demand) {
+        match &self.activity {
+            None => agents.run(d),
+            Some(a) => {
+                let t = Instant::now();
+                agents.run(d);
+                a.worked_since(t);
             }
         }
     }
@@ -69,7 +87,11 @@ impl Shared {
     fn wait_for_work(&self) -> bool {
         let mut q = self.queues.lock();
         while !q.stop && q.by_prio.iter().all(VecDeque::is_empty) {
+            let waiting = self.activity.as_ref().map(|_| Instant::now());
             self.ready.wait(&mut q);
+            if let (Some(a), Some(t)) = (&self.activity, waiting) {
+                a.waited_since(t);
+            }
         }
         !q.stop
     }
@@ -79,7 +101,7 @@ impl Shared {
         match policy {
             Policy::Strict => {
                 while let Some(Some(d)) = self.take_from(None) {
-                    agents.run(d);
+                    self.run_one(&mut agents, d);
                 }
             }
             Policy::Quoted(quotas) => loop {
@@ -93,7 +115,7 @@ impl Shared {
                         match self.take_from(Some(p)) {
                             None => return,
                             Some(None) => break,
-                            Some(Some(d)) => agents.run(d),
+                            Some(Some(d)) => self.run_one(&mut agents, d),
                         }
                     }
                 }
@@ -111,11 +133,17 @@ pub(crate) struct Core {
 }
 
 impl Core {
-    pub(crate) fn start(kind: &str, name: &str, policy: Policy) -> std::io::Result<Arc<Core>> {
+    pub(crate) fn start(
+        kind: &str,
+        name: &str,
+        policy: Policy,
+        activity: bool,
+    ) -> std::io::Result<Arc<Core>> {
         let shared = Arc::new(Shared {
             queues: Mutex::new(Queues::default()),
             ready: Condvar::new(),
             keys: KeyAllocator::default(),
+            activity: activity.then(Activity::default),
         });
         let s = shared.clone();
         let thread = std::thread::Builder::new()
@@ -164,6 +192,9 @@ impl StatsSource for Core {
                 "demands.count",
                 n,
             ));
+        }
+        if let Some(a) = &self.shared.activity {
+            a.distribute(&format!("{}/wt", self.prefix), out);
         }
     }
 }

@@ -28,6 +28,7 @@ pub struct Builder {
     name: Option<String>,
     quotas: [Option<usize>; 8],
     default_quota: usize,
+    activity: bool,
 }
 
 impl Default for Builder {
@@ -36,6 +37,7 @@ impl Default for Builder {
             name: None,
             quotas: [None; 8],
             default_quota: 1,
+            activity: false,
         }
     }
 }
@@ -64,6 +66,13 @@ impl Builder {
         self
     }
 
+    /// Whether the thread measures its working and waiting time for the stats controller
+    /// (default: off).
+    pub fn activity_tracking(mut self, on: bool) -> Self {
+        self.activity = on;
+        self
+    }
+
     /// Starts the thread.
     ///
     /// # Errors
@@ -79,8 +88,13 @@ impl Builder {
             Some(n) => n.into(),
             None => format!("quoted_round_robin-{}", SEQ.fetch_add(1, Ordering::Relaxed)).into(),
         };
-        let core = Core::start("quoted_round_robin", &name, Policy::Quoted(quotas))
-            .map_err(BuildError::Spawn)?;
+        let core = Core::start(
+            "quoted_round_robin",
+            &name,
+            Policy::Quoted(quotas),
+            self.activity,
+        )
+        .map_err(BuildError::Spawn)?;
         Ok(DispatcherHandle::new(
             "quoted_round_robin",
             name,

@@ -29,6 +29,7 @@ use std::sync::Arc;
 
 use crossbeam_channel::{Receiver, Sender};
 
+use super::activity::Activity;
 use super::{AgentTable, Demand, EventQueue};
 
 /// Polls of the channel before the worker parks (half spinning, half yielding).
@@ -61,16 +62,19 @@ pub(crate) struct SerialQueue {
     /// Length of the worker's current round when it began (a plain store per round, for
     /// stats only).
     round_len: AtomicUsize,
+    /// Present when the dispatcher tracks activity.
+    pub(crate) activity: Option<Activity>,
 }
 
 impl SerialQueue {
-    pub(crate) fn new() -> Arc<Self> {
+    pub(crate) fn with_activity(track: bool) -> Arc<Self> {
         let (tx, rx) = crossbeam_channel::unbounded();
         Arc::new(SerialQueue {
             tx,
             rx,
             in_channel: AtomicUsize::new(0),
             round_len: AtomicUsize::new(0),
+            activity: track.then(Activity::default),
         })
     }
 
@@ -167,23 +171,36 @@ impl SerialQueue {
                 break;
             }
             if batch.is_empty() {
-                if let Some(d) = self.spin_for_work() {
-                    batch.push_back(d);
-                } else if STOP.get() {
-                    break;
+                // Waiting: spinning, then parked.
+                let waiting = self.activity.as_ref().map(|_| std::time::Instant::now());
+                match self.spin_for_work() {
+                    Some(d) => batch.push_back(d),
+                    None if STOP.get() => break,
+                    None => match self.rx.recv() {
+                        Ok(Cmd::Run(d)) => {
+                            self.received();
+                            batch.push_back(d);
+                        }
+                        Ok(Cmd::Stop) | Err(_) => break,
+                    },
+                }
+                if let (Some(a), Some(t)) = (&self.activity, waiting) {
+                    a.waited_since(t);
                 }
             }
-            if batch.is_empty() {
-                match self.rx.recv() {
-                    Ok(Cmd::Run(d)) => {
-                        self.received();
-                        batch.push_back(d);
+            match &self.activity {
+                None => {
+                    while let Some(d) = batch.pop_front() {
+                        agents.run(d);
                     }
-                    Ok(Cmd::Stop) | Err(_) => break,
                 }
-            }
-            while let Some(d) = batch.pop_front() {
-                agents.run(d);
+                Some(a) => {
+                    while let Some(d) = batch.pop_front() {
+                        let t = std::time::Instant::now();
+                        agents.run(d);
+                        a.worked_since(t);
+                    }
+                }
             }
             if STOP.get() {
                 break;

@@ -19,6 +19,7 @@ use super::{Binder, BuildError, DispatcherHandle};
 #[derive(Debug, Default, Clone)]
 pub struct Builder {
     name: Option<String>,
+    activity: bool,
 }
 
 impl Builder {
@@ -33,6 +34,13 @@ impl Builder {
         self
     }
 
+    /// Whether the thread measures its working and waiting time for the stats controller
+    /// (default: off).
+    pub fn activity_tracking(mut self, on: bool) -> Self {
+        self.activity = on;
+        self
+    }
+
     /// Starts the thread.
     ///
     /// # Errors
@@ -44,8 +52,8 @@ impl Builder {
             Some(n) => n.into(),
             None => format!("strictly_ordered-{}", SEQ.fetch_add(1, Ordering::Relaxed)).into(),
         };
-        let core =
-            Core::start("strictly_ordered", &name, Policy::Strict).map_err(BuildError::Spawn)?;
+        let core = Core::start("strictly_ordered", &name, Policy::Strict, self.activity)
+            .map_err(BuildError::Spawn)?;
         Ok(DispatcherHandle::new(
             "strictly_ordered",
             name,

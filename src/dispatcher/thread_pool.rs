@@ -47,11 +47,13 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::{JoinHandle, ThreadId};
+use std::time::Instant;
 
 use ahash::AHashMap;
 use crossbeam_channel::{Receiver, Sender};
 use parking_lot::Mutex;
 
+use super::activity::Activity;
 use super::one_thread::quantity;
 use super::{
     AgentKey, AgentTable, BindError, Binder, BinderImpl, BuildError, Demand, DispatcherHandle,
@@ -66,6 +68,7 @@ pub struct Builder {
     name: Option<String>,
     threads: Option<usize>,
     max_demands_at_once: usize,
+    activity: bool,
 }
 
 impl Default for Builder {
@@ -74,6 +77,7 @@ impl Default for Builder {
             name: None,
             threads: None,
             max_demands_at_once: 4,
+            activity: false,
         }
     }
 }
@@ -100,6 +104,13 @@ impl Builder {
     /// (default 4).
     pub fn max_demands_at_once(mut self, n: usize) -> Self {
         self.max_demands_at_once = n;
+        self
+    }
+
+    /// Whether workers measure their working and waiting time for the stats controller
+    /// (default: off).
+    pub fn activity_tracking(mut self, on: bool) -> Self {
+        self.activity = on;
         self
     }
 
@@ -132,13 +143,18 @@ impl Builder {
             ready_tx,
             ready_rx,
             max_demands_at_once: self.max_demands_at_once,
+            activity: if self.activity {
+                (0..threads).map(|_| Activity::default()).collect()
+            } else {
+                Vec::new()
+            },
         });
         let mut handles = Vec::with_capacity(threads);
         for i in 0..threads {
             let s = shared.clone();
             match std::thread::Builder::new()
                 .name(format!("{name}-{i}"))
-                .spawn(move || s.work())
+                .spawn(move || s.work(i))
             {
                 Ok(h) => handles.push(h),
                 Err(e) => {
@@ -186,17 +202,28 @@ struct Shared {
     ready_tx: Sender<Ready>,
     ready_rx: Receiver<Ready>,
     max_demands_at_once: usize,
+    /// One per worker when activity is tracked; empty otherwise.
+    activity: Vec<Activity>,
 }
 
 impl Shared {
-    fn work(&self) {
-        while let Ok(Ready::Queue(q)) = self.ready_rx.recv() {
-            self.serve(&q);
+    fn work(&self, i: usize) {
+        let activity = self.activity.get(i);
+        loop {
+            let waiting = activity.map(|_| Instant::now());
+            let next = self.ready_rx.recv();
+            if let (Some(a), Some(t)) = (activity, waiting) {
+                a.waited_since(t);
+            }
+            match next {
+                Ok(Ready::Queue(q)) => self.serve(&q, activity),
+                Ok(Ready::Stop) | Err(_) => return,
+            }
         }
     }
 
     /// Scheduling steps 2 and 3 for one queue.
-    fn serve(&self, q: &Arc<AgentQueue>) {
+    fn serve(&self, q: &Arc<AgentQueue>, activity: Option<&Activity>) {
         // Uncontended: a scheduled queue is served by one worker at a time.
         let mut table = q.table.lock();
         loop {
@@ -211,7 +238,14 @@ impl Shared {
                         }
                     }
                 };
-                table.run(next);
+                match activity {
+                    None => table.run(next),
+                    Some(a) => {
+                        let t = Instant::now();
+                        table.run(next);
+                        a.worked_since(t);
+                    }
+                }
             }
             {
                 let mut inbox = q.inbox.lock();
@@ -275,6 +309,9 @@ impl StatsSource for Core {
             }
         }
         out(quantity(&self.prefix, "agent.count", agents));
+        for (i, a) in self.shared.activity.iter().enumerate() {
+            a.distribute(&format!("{}/wt-{i}", self.prefix), out);
+        }
     }
 }
 

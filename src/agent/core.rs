@@ -252,7 +252,7 @@ pub(crate) fn activate(
     let mut pending = core.pending.lock();
     queue.push(Demand {
         key,
-        kind: DemandKind::Bind(Box::new((core.clone(), exec))),
+        kind: DemandKind::Bind(core.clone(), exec),
     });
     queue.push(Demand {
         key,

@@ -233,7 +233,7 @@ impl<A: Agent> AgentExec for Inner<A> {
                 }
                 return true;
             }
-            DemandKind::Bind(_) => unreachable!("the worker's table takes Bind demands"),
+            DemandKind::Bind(..) => unreachable!("the worker's table takes Bind demands"),
         };
         if let Err(failure) = result {
             exception::react(core, failure, "a handler");

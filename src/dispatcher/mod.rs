@@ -53,7 +53,8 @@ pub(crate) struct Demand {
 
 pub(crate) enum DemandKind {
     /// The agent's executor moves to the worker: always the first demand of an agent.
-    Bind(Box<(AgentArc, Box<dyn AgentExec>)>),
+    /// (Inline: it is no bigger than a message, and a box cost one allocation per agent.)
+    Bind(AgentArc, Box<dyn AgentExec>),
     /// `on_start`: always the first demand an agent handles.
     Start,
     /// `on_finish`: always the last.

@@ -81,11 +81,10 @@ impl AgentTable {
     pub(crate) fn run(&mut self, demand: Demand) {
         let Demand { key, kind } = demand;
         let slot = key.slot as usize;
-        if let DemandKind::Bind(bound) = kind {
+        if let DemandKind::Bind(core, exec) = kind {
             if slot >= self.slots.len() {
                 self.slots.resize_with(slot + 1, || None);
             }
-            let (core, exec) = *bound;
             self.slots[slot] = Some((key.generation, core, exec));
             return;
         }

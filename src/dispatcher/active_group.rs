@@ -29,17 +29,16 @@
 //! }).unwrap();
 //! ```
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 
 use ahash::AHashMap;
 use parking_lot::Mutex;
 
 use super::one_thread::quantity;
-use super::serial::SerialQueue;
+use super::serial::SerialWorker;
 use super::{
-    AgentKey, BindError, Binder, BinderImpl, BuildError, DispatcherHandle, EventQueue, KeyAllocator,
+    common_builder_methods, AgentKey, BindError, Binder, BinderImpl, BuildError, CommonParams,
+    DispatcherHandle, EventQueue, KeyAllocator,
 };
 use crate::agent::AgentRef;
 use crate::stats::{self, Quantity, SourceRef, StatsSource};
@@ -47,29 +46,17 @@ use crate::stats::{self, Quantity, SourceRef, StatsSource};
 /// Builds an `active_group` dispatcher.
 #[derive(Debug, Default, Clone)]
 pub struct Builder {
-    name: Option<String>,
-    activity: bool,
+    common: CommonParams,
 }
 
 impl Builder {
-    /// A builder with the defaults: a generated name.
+    /// A builder with the defaults: a generated name, no activity tracking. Group threads
+    /// are named `<name>-<group>`.
     pub fn new() -> Self {
         Builder::default()
     }
 
-    /// The dispatcher's name; group threads are named `<name>-<group>` (default name:
-    /// `active_group-N`).
-    pub fn name(mut self, name: impl Into<String>) -> Self {
-        self.name = Some(name.into());
-        self
-    }
-
-    /// Whether group threads measure their working and waiting time for the stats
-    /// controller (default: off).
-    pub fn activity_tracking(mut self, on: bool) -> Self {
-        self.activity = on;
-        self
-    }
+    common_builder_methods!();
 
     /// Makes the dispatcher; threads start as groups get their first agent. Its
     /// [`binder`](DispatcherHandle::binder) binds to the group named `""`; use
@@ -80,13 +67,9 @@ impl Builder {
     ///
     /// None today; the `Result` keeps the builders of every kind alike.
     pub fn build(self) -> Result<DispatcherHandle, BuildError> {
-        static SEQ: AtomicU64 = AtomicU64::new(1);
-        let name: Arc<str> = match self.name {
-            Some(n) => n.into(),
-            None => format!("active_group-{}", SEQ.fetch_add(1, Ordering::Relaxed)).into(),
-        };
+        let name = self.common.name("active_group");
         let groups = Arc::new(Groups {
-            activity: self.activity,
+            activity: self.common.activity(),
             name: name.clone(),
             prefix: format!("disp/active_group/{name}"),
             map: Mutex::new(AHashMap::new()),
@@ -107,11 +90,12 @@ impl Builder {
     }
 }
 
-/// One group's thread and the number of agents that hold it.
+/// One group's thread and the number of agents that hold it. Dropping it stops and joins
+/// the thread: the last agent leaves on the finalizer thread (or the registering thread
+/// when a registration fails), never on the group's own thread.
 struct Group {
-    queue: Arc<SerialQueue>,
+    worker: SerialWorker,
     keys: KeyAllocator,
-    thread: JoinHandle<()>,
     agents: usize,
 }
 
@@ -133,8 +117,8 @@ impl StatsSource for Groups {
         out(quantity(&self.prefix, "threads.count", map.len()));
         for (name, g) in map.iter() {
             let prefix = format!("{}/ag-{name}", self.prefix);
-            out(quantity(&prefix, "demands.count", g.queue.waiting()));
-            if let Some(a) = &g.queue.activity {
+            out(quantity(&prefix, "demands.count", g.worker.queue.waiting()));
+            if let Some(a) = &g.worker.queue.activity {
                 a.distribute(&prefix, out);
             }
         }
@@ -158,12 +142,7 @@ impl Groups {
                 None => None,
             }
         };
-        if let Some(g) = ended {
-            g.queue.stop();
-            // Released by the finalizer thread or the registering thread, never by the
-            // group's own thread.
-            let _ = g.thread.join();
-        }
+        drop(ended);
     }
 }
 
@@ -181,18 +160,16 @@ impl BinderImpl for GroupBinder {
             g.agents += 1;
             return Ok(());
         }
-        let queue = SerialQueue::with_activity(self.groups.activity);
-        let worker = queue.clone();
-        let thread = std::thread::Builder::new()
-            .name(format!("{}-{}", self.groups.name, self.group))
-            .spawn(move || worker.run())
-            .map_err(BindError::Spawn)?;
+        let worker = SerialWorker::spawn(
+            format!("{}-{}", self.groups.name, self.group),
+            self.groups.activity,
+        )
+        .map_err(BindError::Spawn)?;
         map.insert(
             self.group.clone(),
             Group {
-                queue,
+                worker,
                 keys: KeyAllocator::default(),
-                thread,
                 agents: 1,
             },
         );
@@ -208,7 +185,7 @@ impl BinderImpl for GroupBinder {
         let g = map
             .get(&self.group)
             .expect("registration preallocates before it binds");
-        (g.queue.clone(), g.keys.allocate())
+        (g.worker.queue.clone(), g.keys.allocate())
     }
 
     fn unbind(&self, _agent: &AgentRef, key: AgentKey) {

@@ -28,17 +28,16 @@
 //! }).unwrap();
 //! ```
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 
 use ahash::AHashMap;
 use parking_lot::Mutex;
 
 use super::one_thread::quantity;
-use super::serial::SerialQueue;
+use super::serial::SerialWorker;
 use super::{
-    AgentKey, BindError, Binder, BinderImpl, BuildError, DispatcherHandle, EventQueue, KeyAllocator,
+    common_builder_methods, AgentKey, BindError, Binder, BinderImpl, BuildError, CommonParams,
+    DispatcherHandle, EventQueue, KeyAllocator,
 };
 use crate::agent::{AgentId, AgentRef};
 use crate::stats::{self, Quantity, SourceRef, StatsSource};
@@ -46,29 +45,17 @@ use crate::stats::{self, Quantity, SourceRef, StatsSource};
 /// Builds an `active_obj` dispatcher.
 #[derive(Debug, Default, Clone)]
 pub struct Builder {
-    name: Option<String>,
-    activity: bool,
+    common: CommonParams,
 }
 
 impl Builder {
-    /// A builder with the defaults: a generated name.
+    /// A builder with the defaults: a generated name, no activity tracking. Agent threads
+    /// are named `<name>-<agent id>`.
     pub fn new() -> Self {
         Builder::default()
     }
 
-    /// The dispatcher's name; agent threads are named `<name>-<agent id>` (default name:
-    /// `active_obj-N`).
-    pub fn name(mut self, name: impl Into<String>) -> Self {
-        self.name = Some(name.into());
-        self
-    }
-
-    /// Whether agent threads measure their working and waiting time for the stats
-    /// controller (default: off).
-    pub fn activity_tracking(mut self, on: bool) -> Self {
-        self.activity = on;
-        self
-    }
+    common_builder_methods!();
 
     /// Makes the dispatcher; threads start as agents are bound.
     ///
@@ -76,13 +63,9 @@ impl Builder {
     ///
     /// None today; the `Result` keeps the builders of every kind alike.
     pub fn build(self) -> Result<DispatcherHandle, BuildError> {
-        static SEQ: AtomicU64 = AtomicU64::new(1);
-        let name: Arc<str> = match self.name {
-            Some(n) => n.into(),
-            None => format!("active_obj-{}", SEQ.fetch_add(1, Ordering::Relaxed)).into(),
-        };
+        let name = self.common.name("active_obj");
         let shared = Arc::new(Threads {
-            activity: self.activity,
+            activity: self.common.activity(),
             name: name.clone(),
             prefix: format!("disp/active_obj/{name}"),
             map: Mutex::new(AHashMap::new()),
@@ -99,19 +82,11 @@ impl Builder {
     }
 }
 
-/// One agent's thread.
+/// One agent's thread. Dropping it stops and joins the thread: unbinding (and so the
+/// drop) runs on the finalizer thread, never on the agent's own thread.
 struct AgentThread {
-    queue: Arc<SerialQueue>,
+    worker: SerialWorker,
     keys: KeyAllocator,
-    thread: JoinHandle<()>,
-}
-
-impl AgentThread {
-    fn stop_and_join(self) {
-        self.queue.stop();
-        // Unbinding runs on the finalizer thread, never on this agent's own thread.
-        let _ = self.thread.join();
-    }
 }
 
 /// The agents' threads, shared by the binder and the stats source.
@@ -129,8 +104,8 @@ impl StatsSource for Threads {
         out(quantity(&self.prefix, "threads.count", map.len()));
         for (id, t) in map.iter() {
             let prefix = format!("{}/ao-{}", self.prefix, id.as_u64());
-            out(quantity(&prefix, "demands.count", t.queue.waiting()));
-            if let Some(a) = &t.queue.activity {
+            out(quantity(&prefix, "demands.count", t.worker.queue.waiting()));
+            if let Some(a) = &t.worker.queue.activity {
                 a.distribute(&prefix, out);
             }
         }
@@ -145,28 +120,25 @@ struct ActiveObjBinder {
 impl BinderImpl for ActiveObjBinder {
     fn preallocate(&self, agent: &AgentRef) -> Result<(), BindError> {
         stats::register_for(agent, &self.source);
-        let queue = SerialQueue::with_activity(self.shared.activity);
-        let worker = queue.clone();
-        let thread = std::thread::Builder::new()
-            .name(format!("{}-{}", self.shared.name, agent.id().as_u64()))
-            .spawn(move || worker.run())
-            .map_err(BindError::Spawn)?;
+        let worker = SerialWorker::spawn(
+            format!("{}-{}", self.shared.name, agent.id().as_u64()),
+            self.shared.activity,
+        )
+        .map_err(BindError::Spawn)?;
         self.shared.map.lock().insert(
             agent.id(),
             AgentThread {
-                queue,
+                worker,
                 keys: KeyAllocator::default(),
-                thread,
             },
         );
         Ok(())
     }
 
     fn undo_preallocation(&self, agent: &AgentRef) {
+        // Dropped (stopped and joined) outside the lock.
         let t = self.shared.map.lock().remove(&agent.id());
-        if let Some(t) = t {
-            t.stop_and_join();
-        }
+        drop(t);
     }
 
     fn bind(&self, agent: &AgentRef) -> (Arc<dyn EventQueue>, AgentKey) {
@@ -174,22 +146,11 @@ impl BinderImpl for ActiveObjBinder {
         let t = threads
             .get(&agent.id())
             .expect("registration preallocates before it binds");
-        (t.queue.clone(), t.keys.allocate())
+        (t.worker.queue.clone(), t.keys.allocate())
     }
 
     fn unbind(&self, agent: &AgentRef, _key: AgentKey) {
         let t = self.shared.map.lock().remove(&agent.id());
-        if let Some(t) = t {
-            t.stop_and_join();
-        }
-    }
-}
-
-impl Drop for Threads {
-    fn drop(&mut self) {
-        // Agents still bound keep the binder alive, so only unused threads are left here.
-        for (_, t) in self.map.get_mut().drain() {
-            t.stop_and_join();
-        }
+        drop(t);
     }
 }

@@ -264,3 +264,50 @@ pub(crate) fn stopped_binder() -> Binder {
     }
     Binder(Arc::new(Stopped))
 }
+
+/// What every builder has: a name and activity tracking.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct CommonParams {
+    name: Option<String>,
+    activity: bool,
+}
+
+impl CommonParams {
+    /// The given name, or `<kind>-N` with N unique in the process.
+    pub(crate) fn name(&self, kind: &str) -> Arc<str> {
+        static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        match &self.name {
+            Some(n) => n.as_str().into(),
+            None => format!(
+                "{kind}-{}",
+                SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            )
+            .into(),
+        }
+    }
+
+    pub(crate) fn activity(&self) -> bool {
+        self.activity
+    }
+}
+
+/// The `name` and `activity_tracking` setters of a builder with a `common: CommonParams`
+/// field.
+macro_rules! common_builder_methods {
+    () => {
+        /// The dispatcher's name, used in its threads' names and its stats prefix
+        /// (default: `<kind>-N`).
+        pub fn name(mut self, name: impl Into<String>) -> Self {
+            self.common.name = Some(name.into());
+            self
+        }
+
+        /// Whether its threads measure their working and waiting time for the stats
+        /// controller (default: off, and then they never read the clock).
+        pub fn activity_tracking(mut self, on: bool) -> Self {
+            self.common.activity = on;
+            self
+        }
+    };
+}
+pub(crate) use common_builder_methods;

@@ -8,16 +8,13 @@
 //! assert_eq!(disp.kind(), "one_per_prio");
 //! ```
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::thread::{JoinHandle, ThreadId};
-
-use parking_lot::Mutex;
 
 use super::one_thread::quantity;
-use super::serial::SerialQueue;
+use super::serial::SerialWorker;
 use super::{
-    AgentKey, BindError, Binder, BinderImpl, BuildError, DispatcherHandle, EventQueue, KeyAllocator,
+    common_builder_methods, AgentKey, BindError, Binder, BinderImpl, BuildError, CommonParams,
+    DispatcherHandle, EventQueue, KeyAllocator,
 };
 use crate::agent::AgentRef;
 use crate::stats::{self, Quantity, SourceRef, StatsSource};
@@ -25,29 +22,17 @@ use crate::stats::{self, Quantity, SourceRef, StatsSource};
 /// Builds a `one_per_prio` dispatcher.
 #[derive(Debug, Default, Clone)]
 pub struct Builder {
-    name: Option<String>,
-    activity: bool,
+    common: CommonParams,
 }
 
 impl Builder {
-    /// A builder with the defaults: a generated name.
+    /// A builder with the defaults: a generated name, no activity tracking. Threads are
+    /// named `<name>-p<priority>`.
     pub fn new() -> Self {
         Builder::default()
     }
 
-    /// The dispatcher's name; threads are named `<name>-p<priority>` (default
-    /// `one_per_prio-N`).
-    pub fn name(mut self, name: impl Into<String>) -> Self {
-        self.name = Some(name.into());
-        self
-    }
-
-    /// Whether the threads measure their working and waiting time for the stats controller
-    /// (default: off).
-    pub fn activity_tracking(mut self, on: bool) -> Self {
-        self.activity = on;
-        self
-    }
+    common_builder_methods!();
 
     /// Starts the eight threads.
     ///
@@ -55,30 +40,16 @@ impl Builder {
     ///
     /// [`BuildError::Spawn`] if a thread cannot be started (those started are stopped).
     pub fn build(self) -> Result<DispatcherHandle, BuildError> {
-        static SEQ: AtomicU64 = AtomicU64::new(1);
-        let name: Arc<str> = match self.name {
-            Some(n) => n.into(),
-            None => format!("one_per_prio-{}", SEQ.fetch_add(1, Ordering::Relaxed)).into(),
-        };
+        let name = self.common.name("one_per_prio");
         let mut lanes = Vec::with_capacity(8);
         for p in 0..8 {
-            let queue = SerialQueue::with_activity(self.activity);
-            let worker = queue.clone();
-            match std::thread::Builder::new()
-                .name(format!("{name}-p{p}"))
-                .spawn(move || worker.run())
-            {
-                Ok(thread) => lanes.push(Lane {
-                    thread_id: thread.thread().id(),
-                    thread: Mutex::new(Some(thread)),
-                    queue,
-                    keys: KeyAllocator::default(),
-                }),
-                Err(e) => {
-                    drop(lanes); // stops and joins the lanes started
-                    return Err(BuildError::Spawn(e));
-                }
-            }
+            // On error, the lanes started so far are dropped: stopped and joined.
+            let worker = SerialWorker::spawn(format!("{name}-p{p}"), self.common.activity())
+                .map_err(BuildError::Spawn)?;
+            lanes.push(Lane {
+                worker,
+                keys: KeyAllocator::default(),
+            });
         }
         let lanes = Arc::new(Lanes {
             prefix: format!("disp/one_per_prio/{name}"),
@@ -96,21 +67,8 @@ impl Builder {
 }
 
 struct Lane {
-    queue: Arc<SerialQueue>,
+    worker: SerialWorker,
     keys: KeyAllocator,
-    thread: Mutex<Option<JoinHandle<()>>>,
-    thread_id: ThreadId,
-}
-
-impl Drop for Lane {
-    fn drop(&mut self) {
-        self.queue.stop();
-        if let Some(t) = self.thread.lock().take() {
-            if std::thread::current().id() != self.thread_id {
-                let _ = t.join();
-            }
-        }
-    }
 }
 
 struct Lanes {
@@ -125,8 +83,12 @@ impl StatsSource for Lanes {
         out(quantity(&self.prefix, "threads.count", self.lanes.len()));
         for (p, lane) in self.lanes.iter().enumerate() {
             let prefix = format!("{}/p{p}", self.prefix);
-            out(quantity(&prefix, "demands.count", lane.queue.waiting()));
-            if let Some(a) = &lane.queue.activity {
+            out(quantity(
+                &prefix,
+                "demands.count",
+                lane.worker.queue.waiting(),
+            ));
+            if let Some(a) = &lane.worker.queue.activity {
                 a.distribute(&prefix, out);
             }
         }
@@ -148,7 +110,7 @@ impl BinderImpl for LaneBinder {
 
     fn bind(&self, agent: &AgentRef) -> (Arc<dyn EventQueue>, AgentKey) {
         let lane = &self.lanes.lanes[agent.priority().index()];
-        (lane.queue.clone(), lane.keys.allocate())
+        (lane.worker.queue.clone(), lane.keys.allocate())
     }
 
     fn unbind(&self, agent: &AgentRef, key: AgentKey) {

@@ -15,44 +15,38 @@
 //! assert_eq!(disp.kind(), "quoted_round_robin");
 //! ```
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::prio::{Core, Policy, PrioBinder};
-use super::{Binder, BuildError, DispatcherHandle};
+use super::{common_builder_methods, Binder, BuildError, CommonParams, DispatcherHandle};
 use crate::agent::Priority;
 
 /// Builds a `quoted_round_robin` dispatcher.
 #[derive(Debug, Clone)]
 pub struct Builder {
-    name: Option<String>,
+    common: CommonParams,
     quotas: [Option<usize>; 8],
     default_quota: usize,
-    activity: bool,
 }
 
 impl Default for Builder {
     fn default() -> Self {
         Builder {
-            name: None,
+            common: CommonParams::default(),
             quotas: [None; 8],
             default_quota: 1,
-            activity: false,
         }
     }
 }
 
 impl Builder {
-    /// A builder with the defaults: quota 1 for every priority.
+    /// A builder with the defaults: quota 1 for every priority, a generated name, no
+    /// activity tracking.
     pub fn new() -> Self {
         Builder::default()
     }
 
-    /// The dispatcher's name, also its thread's (default `quoted_round_robin-N`).
-    pub fn name(mut self, name: impl Into<String>) -> Self {
-        self.name = Some(name.into());
-        self
-    }
+    common_builder_methods!();
 
     /// The quota of priorities without one of their own (default 1).
     pub fn default_quota(mut self, n: usize) -> Self {
@@ -66,33 +60,22 @@ impl Builder {
         self
     }
 
-    /// Whether the thread measures its working and waiting time for the stats controller
-    /// (default: off).
-    pub fn activity_tracking(mut self, on: bool) -> Self {
-        self.activity = on;
-        self
-    }
-
     /// Starts the thread.
     ///
     /// # Errors
     ///
     /// [`BuildError::InvalidParameter`] for a quota of 0; [`BuildError::Spawn`].
     pub fn build(self) -> Result<DispatcherHandle, BuildError> {
-        static SEQ: AtomicU64 = AtomicU64::new(1);
         let quotas = self.quotas.map(|q| q.unwrap_or(self.default_quota));
         if quotas.contains(&0) {
             return Err(BuildError::InvalidParameter("quotas must be at least 1"));
         }
-        let name: Arc<str> = match self.name {
-            Some(n) => n.into(),
-            None => format!("quoted_round_robin-{}", SEQ.fetch_add(1, Ordering::Relaxed)).into(),
-        };
+        let name = self.common.name("quoted_round_robin");
         let core = Core::start(
             "quoted_round_robin",
             &name,
             Policy::Quoted(quotas),
-            self.activity,
+            self.common.activity(),
         )
         .map_err(BuildError::Spawn)?;
         Ok(DispatcherHandle::new(

@@ -231,3 +231,36 @@ impl EventQueue for SerialQueue {
         }
     }
 }
+
+/// A serial queue with the thread that serves it. Dropping it stops the thread and joins
+/// it, unless the drop happens on that thread (the last reference to a dispatcher may die
+/// in one of its own handlers; the thread then ends right after).
+pub(crate) struct SerialWorker {
+    pub(crate) queue: Arc<SerialQueue>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl SerialWorker {
+    pub(crate) fn spawn(name: String, activity: bool) -> std::io::Result<Self> {
+        let queue = SerialQueue::with_activity(activity);
+        let worker = queue.clone();
+        let thread = std::thread::Builder::new()
+            .name(name)
+            .spawn(move || worker.run())?;
+        Ok(SerialWorker {
+            queue,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for SerialWorker {
+    fn drop(&mut self) {
+        self.queue.stop();
+        if let Some(t) = self.thread.take() {
+            if t.thread().id() != std::thread::current().id() {
+                let _ = t.join();
+            }
+        }
+    }
+}

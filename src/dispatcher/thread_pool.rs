@@ -44,7 +44,6 @@
 //! ```
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::{JoinHandle, ThreadId};
 use std::time::Instant;
@@ -56,8 +55,8 @@ use parking_lot::Mutex;
 use super::activity::Activity;
 use super::one_thread::quantity;
 use super::{
-    AgentKey, AgentTable, BindError, Binder, BinderImpl, BuildError, Demand, DispatcherHandle,
-    EventQueue, Fifo, KeyAllocator,
+    common_builder_methods, AgentKey, AgentTable, BindError, Binder, BinderImpl, BuildError,
+    CommonParams, Demand, DispatcherHandle, EventQueue, Fifo, KeyAllocator,
 };
 use crate::agent::AgentRef;
 use crate::stats::{self, Quantity, SourceRef, StatsSource};
@@ -65,34 +64,29 @@ use crate::stats::{self, Quantity, SourceRef, StatsSource};
 /// Builds a `thread_pool` dispatcher.
 #[derive(Debug, Clone)]
 pub struct Builder {
-    name: Option<String>,
+    common: CommonParams,
     threads: Option<usize>,
     max_demands_at_once: usize,
-    activity: bool,
 }
 
 impl Default for Builder {
     fn default() -> Self {
         Builder {
-            name: None,
+            common: CommonParams::default(),
             threads: None,
             max_demands_at_once: 4,
-            activity: false,
         }
     }
 }
 
 impl Builder {
-    /// A builder with the defaults: available parallelism threads, 4 demands at once.
+    /// A builder with the defaults: available parallelism threads, 4 demands at once, a
+    /// generated name (threads are named `<name>-<i>`), no activity tracking.
     pub fn new() -> Self {
         Builder::default()
     }
 
-    /// The pool's name; threads are named `<name>-<i>` (default `thread_pool-N`).
-    pub fn name(mut self, name: impl Into<String>) -> Self {
-        self.name = Some(name.into());
-        self
-    }
+    common_builder_methods!();
 
     /// Number of worker threads (default: `std::thread::available_parallelism`).
     pub fn threads(mut self, n: usize) -> Self {
@@ -107,13 +101,6 @@ impl Builder {
         self
     }
 
-    /// Whether workers measure their working and waiting time for the stats controller
-    /// (default: off).
-    pub fn activity_tracking(mut self, on: bool) -> Self {
-        self.activity = on;
-        self
-    }
-
     /// Starts the worker threads.
     ///
     /// # Errors
@@ -121,7 +108,6 @@ impl Builder {
     /// [`BuildError::InvalidParameter`] for 0 threads or 0 demands at once;
     /// [`BuildError::Spawn`] if a thread cannot be started (those started are stopped).
     pub fn build(self) -> Result<DispatcherHandle, BuildError> {
-        static SEQ: AtomicU64 = AtomicU64::new(1);
         let threads = match self.threads {
             Some(n) => n,
             None => std::thread::available_parallelism().map_or(2, |n| n.get()),
@@ -134,16 +120,13 @@ impl Builder {
                 "max_demands_at_once must be at least 1",
             ));
         }
-        let name: Arc<str> = match self.name {
-            Some(n) => n.into(),
-            None => format!("thread_pool-{}", SEQ.fetch_add(1, Ordering::Relaxed)).into(),
-        };
+        let name = self.common.name("thread_pool");
         let (ready_tx, ready_rx) = crossbeam_channel::unbounded();
         let shared = Arc::new(Shared {
             ready_tx,
             ready_rx,
             max_demands_at_once: self.max_demands_at_once,
-            activity: if self.activity {
+            activity: if self.common.activity() {
                 (0..threads).map(|_| Activity::default()).collect()
             } else {
                 Vec::new()

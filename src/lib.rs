@@ -94,7 +94,7 @@ pub mod stats;
 
 pub use agent::{
     Agent, AgentId, AgentRef, Context, DefineError, History, Priority, State, StateError,
-    SubscriptionBuilder, MAX_STATE_NESTING,
+    SubscriptionBuilder, ThreadSafeContext, MAX_STATE_NESTING,
 };
 pub use coop::{Coop, CoopDeregistered, CoopHandle, CoopRegistered, DeregReason, RegisterError};
 pub use dispatcher::{BindParams, Binder, DispatcherHandle, Fifo};

@@ -304,3 +304,122 @@ impl<A: Agent> Context<A> {
         }
     }
 }
+
+impl<A: Agent> Context<A> {
+    /// The reaction that applies to this agent: its own, else its coop's (and parents'),
+    /// else the environment's.
+    pub(crate) fn effective_reaction(&self) -> crate::exception::ExceptionReaction {
+        use crate::exception::ExceptionReaction as R;
+        let core = self.this.upgrade();
+        let mut r = core.as_ref().map_or(R::Inherit, |c| c.reaction);
+        if r == R::Inherit {
+            if let Some(coop) = core.as_ref().and_then(|c| c.coop()) {
+                r = coop.exception_reaction();
+            }
+        }
+        if r == R::Inherit {
+            r = self.env.exception_reaction();
+        }
+        r
+    }
+
+    pub(crate) fn thread_safe_view(&self) -> ThreadSafeContext<'_> {
+        ThreadSafeContext {
+            this: &self.this,
+            id: self.id,
+            env: &self.env,
+            state: &self.states.current,
+        }
+    }
+}
+
+/// What a thread-safe handler may do: read, send, look around — but not change the
+/// agent's state or subscriptions (other handlers of the agent may be running).
+///
+/// # Examples
+///
+/// ```
+/// use agentbox::prelude::*;
+/// use agentbox::{StateError, ThreadSafeContext};
+///
+/// struct Lookup { table: Vec<u32> }
+/// impl Agent for Lookup {
+///     fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+///         ctx.subscribe_self().event_thread_safe(|a: &Self, ctx: &ThreadSafeContext, i: &usize| {
+///             assert_eq!(ctx.change_state(&State::new("x")), Err(StateError::InThreadSafeHandler));
+///             let _value = a.table.get(*i);
+///             ctx.deregister_coop(DeregReason::Normal);
+///         })?;
+///         Ok(())
+///     }
+///     fn on_start(&mut self, ctx: &mut Context<Self>) {
+///         send(&ctx.direct_mbox(), 1usize).unwrap();
+///     }
+///     fn exception_reaction(&self) -> ExceptionReaction { ExceptionReaction::Ignore }
+/// }
+///
+/// Environment::launch(|env| {
+///     env.introduce_coop(|coop| { coop.add_thread_safe_agent(Lookup { table: vec![1, 2] }); }).unwrap();
+/// }).unwrap();
+/// ```
+pub struct ThreadSafeContext<'a> {
+    this: &'a Weak<AgentCore>,
+    id: AgentId,
+    env: &'a Environment,
+    state: &'a State,
+}
+
+impl ThreadSafeContext<'_> {
+    /// The agent's id.
+    pub fn agent_id(&self) -> AgentId {
+        self.id
+    }
+
+    /// The agent's own direct mbox.
+    pub fn direct_mbox(&self) -> Mbox {
+        Mbox(Repr::Direct(
+            self.this
+                .upgrade()
+                .expect("a running agent's core is alive"),
+        ))
+    }
+
+    /// The environment the agent lives in.
+    pub fn environment(&self) -> &Environment {
+        self.env
+    }
+
+    /// The agent's current state.
+    pub fn current_state(&self) -> &State {
+        self.state
+    }
+
+    /// Starts deregistering the agent's coop.
+    pub fn deregister_coop(&self, reason: DeregReason) {
+        if let Some(coop) = self.this.upgrade().and_then(|c| c.coop()) {
+            coop.deregister(reason);
+        }
+    }
+
+    /// Always refused: the state cannot change while other handlers may be running.
+    ///
+    /// # Errors
+    ///
+    /// Always [`StateError::InThreadSafeHandler`].
+    pub fn change_state(&self, _target: &State) -> Result<(), StateError> {
+        Err(StateError::InThreadSafeHandler)
+    }
+
+    /// Always refused: subscriptions cannot change while other handlers may be running.
+    ///
+    /// # Errors
+    ///
+    /// Always [`SubscribeError::InThreadSafeHandler`].
+    pub fn unsubscribe<M: 'static>(
+        &self,
+        _mbox: &Mbox,
+        _state: &State,
+    ) -> Result<bool, SubscribeError> {
+        Err(SubscribeError::InThreadSafeHandler)
+    }
+}

@@ -184,6 +184,10 @@ pub(crate) trait AgentExec: Send + 'static {
     fn define(&mut self) -> Result<(), crate::agent::DefineError>;
     /// Drops every subscription and filter (a registration that failed).
     fn discard(&mut self);
+    /// Shared access for thread-safe handlers; only agents added as thread-safe have it.
+    fn shared(&self) -> Option<Arc<dyn crate::agent::exec::SharedExec>> {
+        None
+    }
 }
 
 /// A reference to an agent, as custom mboxes see subscribers.

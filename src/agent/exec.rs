@@ -2,10 +2,14 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+use std::sync::Arc;
+
+use parking_lot::RwLock;
 use smallvec::SmallVec;
+use sync_wrapper::SyncWrapper;
 
 use super::core::{AgentArc, AgentExec, ACTIVE, FINISHED};
-use super::subscription::{Action, Handler};
+use super::subscription::{Action, Handler, SafeFn};
 use super::{Agent, AgentRef, Context, DefineError, State, StateError};
 use crate::dispatcher::DemandKind;
 use crate::exception::{self, Failure};
@@ -15,7 +19,10 @@ use crate::message::Message;
 pub(crate) struct Inner<A: Agent> {
     pub(crate) agent: A,
     pub(crate) ctx: Context<A>,
-    slab: Vec<Option<Handler<A>>>,
+    /// Event handlers and hooks (`FnMut`: reached only through `&mut`, hence the wrapper).
+    slab: SyncWrapper<Vec<Option<Handler<A>>>>,
+    /// Thread-safe handlers, callable through `&self`.
+    safe: Vec<Option<SafeFn<A>>>,
 }
 
 impl<A: Agent> Inner<A> {
@@ -23,7 +30,8 @@ impl<A: Agent> Inner<A> {
         Inner {
             agent,
             ctx,
-            slab: Vec::new(),
+            slab: SyncWrapper::new(Vec::new()),
+            safe: Vec::new(),
         }
     }
 
@@ -40,15 +48,31 @@ impl<A: Agent> Inner<A> {
     #[inline(never)]
     fn apply_pending_slow(&mut self) -> Result<(), StateError> {
         while self.ctx.subs.has_pending() || !self.ctx.states.pending.is_empty() {
-            for (slot, h) in self.ctx.subs.new_handlers.drain(..) {
-                if slot >= self.slab.len() {
-                    self.slab.resize_with(slot + 1, || None);
+            let slab = self.slab.get_mut();
+            for (slot, h) in self.ctx.subs.new_handlers.get_mut().drain(..) {
+                match h {
+                    Handler::Safe(f) => {
+                        if slot >= self.safe.len() {
+                            self.safe.resize_with(slot + 1, || None);
+                        }
+                        self.safe[slot] = Some(f);
+                    }
+                    h => {
+                        if slot >= slab.len() {
+                            slab.resize_with(slot + 1, || None);
+                        }
+                        slab[slot] = Some(h);
+                    }
                 }
-                self.slab[slot] = Some(h);
             }
             let freed = std::mem::take(&mut self.ctx.subs.freed);
             for &slot in &freed {
-                self.slab[slot] = None;
+                if let Some(h) = slab.get_mut(slot) {
+                    *h = None;
+                }
+                if let Some(f) = self.safe.get_mut(slot) {
+                    *f = None;
+                }
             }
             self.ctx.subs.recycle(freed);
             if !self.ctx.states.pending.is_empty() {
@@ -66,8 +90,10 @@ impl<A: Agent> Inner<A> {
         let Some(slot) = (if enter { on_enter } else { on_exit }) else {
             return;
         };
-        let Inner { agent, ctx, slab } = self;
-        if let Some(Some(Handler::Hook(h))) = slab.get_mut(slot) {
+        let Inner {
+            agent, ctx, slab, ..
+        } = self;
+        if let Some(Some(Handler::Hook(h))) = slab.get_mut().get_mut(slot) {
             h(agent, ctx);
         }
     }
@@ -101,9 +127,18 @@ impl<A: Agent> Inner<A> {
 
     #[inline]
     fn call_event(&mut self, slot: usize, msg: &Message) {
-        let Inner { agent, ctx, slab } = self;
-        if let Some(Some(Handler::Event(h))) = slab.get_mut(slot) {
+        let Inner {
+            agent, ctx, slab, ..
+        } = self;
+        if let Some(Some(Handler::Event(h))) = slab.get_mut().get_mut(slot) {
             h(agent, ctx, msg);
+        }
+    }
+
+    /// A thread-safe handler, called with shared access (here exclusively held).
+    fn call_safe(&self, slot: usize, msg: &Message) {
+        if let Some(Some(f)) = self.safe.get(slot) {
+            f(&self.agent, &self.ctx.thread_safe_view(), msg);
         }
     }
 
@@ -139,6 +174,11 @@ impl<A: Agent> Inner<A> {
                 Some(Action::Handler(slot)) => {
                     let slot = *slot;
                     self.call_event(slot, msg);
+                    return self.apply_pending();
+                }
+                Some(Action::SafeHandler(slot)) => {
+                    let slot = *slot;
+                    self.call_safe(slot, msg);
                     return self.apply_pending();
                 }
                 Some(Action::Suppress) => return Ok(()),
@@ -252,6 +292,81 @@ impl<A: Agent> AgentExec for Inner<A> {
         if let Ok(me) = self.ctx.me() {
             self.ctx.subs.drop_all(&me);
             me.0.direct_clear();
+        }
+    }
+}
+
+/// The executor of an agent added with `add_thread_safe_agent`: its thread-safe handlers may
+/// run in parallel (read lock), everything else alone (write lock).
+pub(crate) struct ThreadSafeExec<A: Agent + Sync>(pub(crate) Arc<RwLock<Inner<A>>>);
+
+impl<A: Agent + Sync> AgentExec for ThreadSafeExec<A> {
+    fn execute(&mut self, core: &AgentArc, kind: &DemandKind) -> bool {
+        self.0.write().execute(core, kind)
+    }
+
+    fn define(&mut self) -> Result<(), DefineError> {
+        self.0.write().define()
+    }
+
+    fn discard(&mut self) {
+        self.0.write().discard()
+    }
+
+    fn shared(&self) -> Option<Arc<dyn SharedExec>> {
+        Some(Arc::new(SharedView(self.0.clone())))
+    }
+}
+
+/// Shared execution of thread-safe handlers (by `adv_thread_pool`).
+pub(crate) trait SharedExec: Send + Sync {
+    /// Whether the demand would run a thread-safe handler. Only asked while no exclusive
+    /// demand of the agent runs, so the answer holds until the demand starts.
+    fn is_thread_safe(&self, core: &AgentArc, kind: &DemandKind) -> bool;
+    /// Runs a demand `is_thread_safe` said yes to, in parallel with others like it.
+    fn execute_shared(&self, core: &AgentArc, kind: &DemandKind);
+}
+
+struct SharedView<A: Agent + Sync>(Arc<RwLock<Inner<A>>>);
+
+impl<A: Agent + Sync> Inner<A> {
+    fn safe_slot(&self, core: &AgentArc, kind: &DemandKind) -> Option<usize> {
+        let DemandKind::Message { mbox, msg } = kind else {
+            return None;
+        };
+        if core.status() != ACTIVE {
+            return None;
+        }
+        match self
+            .ctx
+            .subs
+            .find(mbox.0, msg.type_id(), &self.ctx.states.current)
+        {
+            Some(Action::SafeHandler(slot)) => Some(*slot),
+            _ => None,
+        }
+    }
+}
+
+impl<A: Agent + Sync> SharedExec for SharedView<A> {
+    fn is_thread_safe(&self, core: &AgentArc, kind: &DemandKind) -> bool {
+        self.0.read().safe_slot(core, kind).is_some()
+    }
+
+    fn execute_shared(&self, core: &AgentArc, kind: &DemandKind) {
+        let inner = self.0.read();
+        let (Some(slot), DemandKind::Message { msg, .. }) = (inner.safe_slot(core, kind), kind)
+        else {
+            return;
+        };
+        let outcome = catch_unwind(AssertUnwindSafe(|| inner.call_safe(slot, msg)));
+        drop(inner);
+        if let Err(payload) = outcome {
+            exception::react(
+                core,
+                Failure::Panic(exception::panic_message(&payload)),
+                "a thread-safe handler",
+            );
         }
     }
 }

@@ -2,7 +2,7 @@
 
 mod context;
 pub(crate) mod core;
-mod exec;
+pub(crate) mod exec;
 mod state;
 mod subscription;
 
@@ -13,7 +13,7 @@ use thiserror::Error;
 
 pub use self::core::AgentRef;
 pub(crate) use self::core::{activate, direct_deliver, AgentArc, AgentExec};
-pub use context::Context;
+pub use context::{Context, ThreadSafeContext};
 pub use state::{History, State, StateError, MAX_STATE_NESTING};
 pub use subscription::SubscriptionBuilder;
 
@@ -161,6 +161,24 @@ pub enum DefineError {
     /// The agent's own reason.
     #[error("{0}")]
     Custom(String),
+}
+
+/// Creates an agent whose thread-safe handlers may run in parallel (`adv_thread_pool`).
+pub(crate) fn create_thread_safe<A: Agent + Sync>(
+    agent: A,
+    env: &Environment,
+) -> (AgentArc, Box<dyn AgentExec>) {
+    let id = AgentId(MboxId::next().0);
+    let core = Arc::new(self::core::AgentCore::new(
+        id,
+        agent.priority(),
+        agent.exception_reaction(),
+        env,
+    ));
+    let ctx = Context::new(Arc::downgrade(&core), id, env.clone());
+    let inner = exec::Inner::new(agent, ctx);
+    let exec = exec::ThreadSafeExec(Arc::new(parking_lot::RwLock::new(inner)));
+    (core, Box::new(exec))
 }
 
 /// Creates an agent: its shared core and its executor, not yet defined or bound.

@@ -44,6 +44,9 @@ pub enum StateError {
         /// The state's name.
         name: String,
     },
+    /// `change_state` was called from a thread-safe handler.
+    #[error("a state cannot be changed from a thread-safe handler")]
+    InThreadSafeHandler,
     /// `change_state` was called from an `on_enter` or `on_exit` hook.
     #[error("a state cannot be changed from an on_enter or on_exit hook")]
     SwitchInsideHook,

@@ -8,19 +8,27 @@
 
 use std::any::TypeId;
 
-use smallvec::SmallVec;
+use std::sync::Arc;
 
-use super::{Agent, AgentRef, Context, State};
+use smallvec::SmallVec;
+use sync_wrapper::SyncWrapper;
+
+use super::{Agent, AgentRef, Context, State, ThreadSafeContext};
+use crate::exception::ExceptionReaction;
 use crate::mbox::{DeliveryFilter, Mbox, MboxKind, SubscribeError};
 use crate::message::{Message, MessageType};
 use crate::small_map::SmallMap;
 
 pub(crate) type EventFn<A> = Box<dyn FnMut(&mut A, &mut Context<A>, &Message) + Send>;
 pub(crate) type HookFn<A> = Box<dyn FnMut(&mut A, &mut Context<A>) + Send>;
+pub(crate) type SafeFn<A> = Arc<dyn Fn(&A, &ThreadSafeContext<'_>, &Message) + Send + Sync>;
 
 pub(crate) enum Handler<A: Agent> {
     Event(EventFn<A>),
     Hook(HookFn<A>),
+    /// A thread-safe handler: may run in parallel with other thread-safe handlers of the
+    /// same agent on `adv_thread_pool`.
+    Safe(SafeFn<A>),
 }
 
 /// What a subscription does with a message.
@@ -28,6 +36,8 @@ pub(crate) enum Handler<A: Agent> {
 pub(crate) enum Action {
     /// Call the handler in this slot.
     Handler(usize),
+    /// Call the thread-safe handler in this slot.
+    SafeHandler(usize),
     /// Switch to the state, then look the same message up again there.
     TransferTo(State),
     /// Drop the message here, without looking in parent states.
@@ -53,7 +63,9 @@ pub(crate) struct Subscriptions<A: Agent> {
     /// Number of index entries (or hooks) that use each slot.
     slot_uses: Vec<u32>,
     free_slots: Vec<usize>,
-    pub(crate) new_handlers: Vec<(usize, Handler<A>)>,
+    /// Behind `SyncWrapper` (only ever reached through `&mut`): with it an agent's executor
+    /// is `Sync` exactly when the agent is.
+    pub(crate) new_handlers: SyncWrapper<Vec<(usize, Handler<A>)>>,
     pub(crate) freed: Vec<usize>,
     pub(crate) finished: bool,
 }
@@ -67,7 +79,7 @@ impl<A: Agent> Default for Subscriptions<A> {
             filters: SmallMap::default(),
             slot_uses: Vec::new(),
             free_slots: Vec::new(),
-            new_handlers: Vec::new(),
+            new_handlers: SyncWrapper::new(Vec::new()),
             freed: Vec::new(),
             finished: false,
         }
@@ -101,7 +113,7 @@ impl<A: Agent> Subscriptions<A> {
             self.slot_uses.len() - 1
         });
         self.slot_uses[slot] = uses;
-        self.new_handlers.push((slot, h));
+        self.new_handlers.get_mut().push((slot, h));
         slot
     }
 
@@ -118,8 +130,8 @@ impl<A: Agent> Subscriptions<A> {
     }
 
     #[inline]
-    pub(crate) fn has_pending(&self) -> bool {
-        !self.new_handlers.is_empty() || !self.freed.is_empty()
+    pub(crate) fn has_pending(&mut self) -> bool {
+        !self.new_handlers.get_mut().is_empty() || !self.freed.is_empty()
     }
 
     fn use_mbox(
@@ -191,10 +203,10 @@ impl<A: Agent> Subscriptions<A> {
                 .expect("used above")
                 .count += 1;
         }
+        let uses = states.len() as u32;
         let action = match action {
-            NewAction::Handler(h) => {
-                Action::Handler(self.alloc(states.len() as u32, Handler::Event(h)))
-            }
+            NewAction::Handler(h) => Action::Handler(self.alloc(uses, Handler::Event(h))),
+            NewAction::Safe(f) => Action::SafeHandler(self.alloc(uses, Handler::Safe(f))),
             NewAction::Action(a) => a,
         };
         for s in states {
@@ -238,7 +250,7 @@ impl<A: Agent> Subscriptions<A> {
     pub(crate) fn remove(&mut self, me: &AgentRef, mbox: u64, ty: TypeId, state: &State) -> bool {
         match self.index.remove(&(mbox, ty, state.id())) {
             Some(action) => {
-                if let Action::Handler(slot) = action {
+                if let Action::Handler(slot) | Action::SafeHandler(slot) = action {
                     self.release(slot);
                 }
                 self.unuse_mbox(me, mbox, ty);
@@ -257,7 +269,7 @@ impl<A: Agent> Subscriptions<A> {
             .filter(|k| k.0 == mbox && k.1 == ty)
             .collect();
         for k in &keys {
-            if let Some(Action::Handler(slot)) = self.index.remove(k) {
+            if let Some(Action::Handler(slot) | Action::SafeHandler(slot)) = self.index.remove(k) {
                 self.release(slot);
             }
             self.unuse_mbox(me, mbox, ty);
@@ -319,6 +331,7 @@ impl<A: Agent> Subscriptions<A> {
 /// The action a new subscription carries: a fresh handler or a fixed action.
 pub(crate) enum NewAction<A: Agent> {
     Handler(EventFn<A>),
+    Safe(SafeFn<A>),
     Action(Action),
 }
 
@@ -442,6 +455,40 @@ impl<'c, A: Agent> SubscriptionBuilder<'c, A> {
                 }
             })),
         )
+    }
+
+    /// Handles immutable messages of type `M` with a *thread-safe* handler: it gets the
+    /// agent by shared reference and a [`ThreadSafeContext`], so on `adv_thread_pool` it
+    /// may run in parallel with other thread-safe handlers of the same agent (elsewhere it
+    /// runs like any handler). Its agent must be added with
+    /// [`Coop::add_thread_safe_agent`](crate::Coop::add_thread_safe_agent) for that.
+    ///
+    /// # Errors
+    ///
+    /// [`SubscribeError::ReactionNotAllowed`] unless the agent's effective exception
+    /// reaction is `Ignore` or `Abort` (a panic in a parallel handler cannot deregister or
+    /// shut down anything safely); as [`event`](Self::event) otherwise.
+    pub fn event_thread_safe<M, F>(self, handler: F) -> Result<(), SubscribeError>
+    where
+        A: Sync,
+        M: Send + Sync + 'static,
+        F: Fn(&A, &ThreadSafeContext<'_>, &M) + Send + Sync + 'static,
+    {
+        let reaction = self.ctx.effective_reaction();
+        if !matches!(
+            reaction,
+            ExceptionReaction::Ignore | ExceptionReaction::Abort
+        ) {
+            return Err(SubscribeError::ReactionNotAllowed {
+                reaction: format!("{reaction:?}"),
+            });
+        }
+        let f: SafeFn<A> = Arc::new(move |a, ctx, msg| {
+            if let Some(m) = msg.downcast_ref::<M>() {
+                handler(a, ctx, m)
+            }
+        });
+        self.add(MessageType::of::<M>(), NewAction::Safe(f))
     }
 
     /// On `M`, switches to `target` and handles the same message there (SObjectizer's

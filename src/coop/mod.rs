@@ -67,6 +67,17 @@ impl Coop {
         self.add(agent, None)
     }
 
+    /// Adds an agent whose [thread-safe handlers](crate::SubscriptionBuilder::event_thread_safe)
+    /// may run in parallel on `adv_thread_pool` (everywhere else it behaves as
+    /// [`add_agent`](Self::add_agent)); its other demands run alone. Returns its direct
+    /// mbox.
+    pub fn add_thread_safe_agent<A: Agent + Sync>(&mut self, agent: A) -> Mbox {
+        let (core, exec) = agent::create_thread_safe(agent, &self.env);
+        let mbox = Mbox(Repr::Direct(core.clone()));
+        self.agents.push((core, exec, None));
+        mbox
+    }
+
     /// Adds an agent bound with its own `binder`; returns its direct mbox.
     pub fn add_agent_with_binder<A: Agent>(&mut self, agent: A, binder: Binder) -> Mbox {
         self.add(agent, Some(binder))

@@ -80,6 +80,15 @@ pub enum SubscribeError {
         /// The mbox's name.
         mbox: String,
     },
+    /// A thread-safe handler needs the `Ignore` or `Abort` exception reaction.
+    #[error("a thread-safe handler needs the Ignore or Abort exception reaction, not {reaction}")]
+    ReactionNotAllowed {
+        /// The agent's effective reaction.
+        reaction: String,
+    },
+    /// Subscriptions cannot change from a thread-safe handler.
+    #[error("subscriptions cannot change from a thread-safe handler")]
+    InThreadSafeHandler,
     /// The agent has finished; it can subscribe to nothing any more.
     #[error("the agent has finished and can no longer subscribe")]
     AgentFinished,

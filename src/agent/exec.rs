@@ -350,11 +350,13 @@ impl<A: Agent + Sync> Inner<A> {
 
 impl<A: Agent + Sync> SharedExec for SharedView<A> {
     fn is_thread_safe(&self, core: &AgentArc, kind: &DemandKind) -> bool {
-        self.0.read().safe_slot(core, kind).is_some()
+        // Recursive: a thread-safe handler sending to its own agent asks this while it
+        // holds a read lock itself.
+        self.0.read_recursive().safe_slot(core, kind).is_some()
     }
 
     fn execute_shared(&self, core: &AgentArc, kind: &DemandKind) {
-        let inner = self.0.read();
+        let inner = self.0.read_recursive();
         let (Some(slot), DemandKind::Message { msg, .. }) = (inner.safe_slot(core, kind), kind)
         else {
             return;

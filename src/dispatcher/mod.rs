@@ -7,6 +7,7 @@
 //! | [`active_obj`] | one per agent | one FIFO per agent | FIFO per sender |
 //! | [`active_group`] | one per named group | one FIFO per group | FIFO per sender |
 //! | [`thread_pool`] | N | one FIFO per coop (default) or per agent | FIFO per queue |
+//! | [`adv_thread_pool`] | N | one FIFO per agent | thread-safe handlers in parallel, others alone; FIFO start |
 //! | [`strictly_ordered`] | one | a FIFO per priority | higher priority always first |
 //! | [`quoted_round_robin`] | one | a FIFO per priority | sweeps P7→P0 with quotas |
 //! | [`one_per_prio`] | one per priority | a FIFO per priority | FIFO per sender |
@@ -23,6 +24,7 @@
 pub mod active_group;
 pub mod active_obj;
 pub(crate) mod activity;
+pub mod adv_thread_pool;
 pub mod one_per_prio;
 pub mod one_thread;
 pub(crate) mod prio;

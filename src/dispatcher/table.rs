@@ -22,6 +22,16 @@ pub(crate) struct AgentKey {
     generation: u32,
 }
 
+impl AgentKey {
+    /// The key of a queue that serves exactly one agent.
+    pub(crate) fn single() -> AgentKey {
+        AgentKey {
+            slot: 0,
+            generation: 0,
+        }
+    }
+}
+
 /// Hands out keys; shared by the binder (bind) and the finalizer (unbind).
 #[derive(Default)]
 pub(crate) struct KeyAllocator {

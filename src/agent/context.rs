@@ -43,7 +43,8 @@ impl States {
     }
 
     pub(crate) fn keep(&mut self, state: &State) {
-        if self.known.contains_key(&state.id()) {
+        // The default state lives for the whole process; most agents name no other.
+        if state == super::state::default_state() || self.known.contains_key(&state.id()) {
             return;
         }
         let mut s = Some(state.clone());

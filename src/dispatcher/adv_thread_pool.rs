@@ -58,13 +58,12 @@
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Weak};
-use std::thread::JoinHandle;
 
 use ahash::AHashMap;
-use crossbeam_channel::{Receiver, Sender};
 use parking_lot::Mutex;
 
 use super::one_thread::quantity;
+use super::pool::{thread_count, ReadyQueue, Workers};
 use super::{
     common_builder_methods, AgentKey, BindError, Binder, BinderImpl, BuildError, CommonParams,
     Demand, DemandKind, DispatcherHandle, EventQueue,
@@ -101,35 +100,19 @@ impl Builder {
     /// [`BuildError::InvalidParameter`] for 0 threads; [`BuildError::Spawn`] (the threads
     /// started are stopped).
     pub fn build(self) -> Result<DispatcherHandle, BuildError> {
-        let threads = match self.threads {
-            Some(n) => n,
-            None => std::thread::available_parallelism().map_or(2, |n| n.get()),
-        };
-        if threads == 0 {
-            return Err(BuildError::InvalidParameter("threads must be at least 1"));
-        }
+        let threads = thread_count(self.threads)?;
         let name = self.common.name("adv_thread_pool");
-        let (ready_tx, ready_rx) = crossbeam_channel::unbounded();
-        let shared = Arc::new(Shared { ready_tx, ready_rx });
-        let mut handles = Vec::with_capacity(threads);
-        for i in 0..threads {
-            let s = shared.clone();
-            match std::thread::Builder::new()
-                .name(format!("{name}-{i}"))
-                .spawn(move || s.work())
-            {
-                Ok(h) => handles.push(h),
-                Err(e) => {
-                    stop_and_join(&shared, handles);
-                    return Err(BuildError::Spawn(e));
-                }
+        let ready: Arc<ReadyQueue<Arc<AgentQueue>>> = Arc::new(ReadyQueue::new());
+        let r = ready.clone();
+        let workers = Workers::spawn(&name, threads, ready.clone(), move |_| {
+            while let Some(q) = r.next() {
+                q.serve();
             }
-        }
+        })?;
         let core = Arc::new(Core {
             prefix: format!("disp/adv_thread_pool/{name}"),
-            thread_count: handles.len(),
-            threads: Mutex::new(handles),
-            shared,
+            ready,
+            workers,
             queues: Mutex::new(AHashMap::new()),
         });
         Ok(DispatcherHandle::new(
@@ -143,55 +126,22 @@ impl Builder {
     }
 }
 
-enum Ready {
-    Queue(Arc<AgentQueue>),
-    Stop,
-}
-
-struct Shared {
-    ready_tx: Sender<Ready>,
-    ready_rx: Receiver<Ready>,
-}
-
-impl Shared {
-    fn work(&self) {
-        while let Ok(Ready::Queue(q)) = self.ready_rx.recv() {
-            q.serve();
-        }
-    }
-}
-
-fn stop_and_join(shared: &Shared, handles: Vec<JoinHandle<()>>) {
-    for _ in &handles {
-        let _ = shared.ready_tx.send(Ready::Stop);
-    }
-    let me = std::thread::current().id();
-    for h in handles {
-        if h.thread().id() != me {
-            let _ = h.join();
-        }
-    }
-}
-
+/// Owns the threads: dropped when the handle, the binder and every bound agent are gone.
 struct Core {
     prefix: String,
-    shared: Arc<Shared>,
-    threads: Mutex<Vec<JoinHandle<()>>>,
-    thread_count: usize,
+    ready: Arc<ReadyQueue<Arc<AgentQueue>>>,
+    workers: Workers<Arc<AgentQueue>>,
     queues: Mutex<AHashMap<u64, Arc<AgentQueue>>>,
-}
-
-impl Drop for Core {
-    fn drop(&mut self) {
-        let handles = std::mem::take(&mut *self.threads.lock());
-        stop_and_join(&self.shared, handles);
-    }
 }
 
 impl StatsSource for Core {
     fn distribute(&self, out: &mut dyn FnMut(Quantity)) {
         let queues = self.queues.lock();
-        out(quantity(&self.prefix, "threads.count", self.thread_count));
+        out(quantity(
+            &self.prefix,
+            "threads.count",
+            self.workers.count(),
+        ));
         out(quantity(&self.prefix, "agent.count", queues.len()));
         for (id, q) in queues.iter() {
             let prefix = format!("{}/aq-{id}", self.prefix);
@@ -225,7 +175,7 @@ struct State {
 struct AgentQueue {
     state: Mutex<State>,
     exec: Mutex<Option<Arc<Exec>>>,
-    ready: Weak<Shared>,
+    ready: Weak<ReadyQueue<Arc<AgentQueue>>>,
     me: Weak<AgentQueue>,
 }
 
@@ -264,7 +214,7 @@ impl AgentQueue {
         if !st.scheduled && self.head_startable(st) {
             if let (Some(ready), Some(me)) = (self.ready.upgrade(), self.me.upgrade()) {
                 st.scheduled = true;
-                let _ = ready.ready_tx.send(Ready::Queue(me));
+                ready.push(me);
             }
         }
     }
@@ -358,7 +308,7 @@ impl BinderImpl for AdvBinder {
     fn undo_preallocation(&self, _agent: &AgentRef) {}
 
     fn bind(&self, agent: &AgentRef) -> (Arc<dyn EventQueue>, AgentKey) {
-        let ready = Arc::downgrade(&self.core.shared);
+        let ready = Arc::downgrade(&self.core.ready);
         let queue = Arc::new_cyclic(|me| AgentQueue {
             state: Mutex::new(State::default()),
             exec: Mutex::new(None),

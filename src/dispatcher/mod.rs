@@ -27,6 +27,7 @@ pub(crate) mod activity;
 pub mod adv_thread_pool;
 pub mod one_per_prio;
 pub mod one_thread;
+pub(crate) mod pool;
 pub(crate) mod prio;
 pub mod quoted_round_robin;
 pub(crate) mod serial;

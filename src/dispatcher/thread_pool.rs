@@ -45,15 +45,14 @@
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Weak};
-use std::thread::{JoinHandle, ThreadId};
 use std::time::Instant;
 
 use ahash::AHashMap;
-use crossbeam_channel::{Receiver, Sender};
 use parking_lot::Mutex;
 
 use super::activity::Activity;
 use super::one_thread::quantity;
+use super::pool::{thread_count, ReadyQueue, Workers};
 use super::{
     common_builder_methods, AgentKey, AgentTable, BindError, Binder, BinderImpl, BuildError,
     CommonParams, Demand, DispatcherHandle, EventQueue, Fifo, KeyAllocator,
@@ -108,23 +107,15 @@ impl Builder {
     /// [`BuildError::InvalidParameter`] for 0 threads or 0 demands at once;
     /// [`BuildError::Spawn`] if a thread cannot be started (those started are stopped).
     pub fn build(self) -> Result<DispatcherHandle, BuildError> {
-        let threads = match self.threads {
-            Some(n) => n,
-            None => std::thread::available_parallelism().map_or(2, |n| n.get()),
-        };
-        if threads == 0 {
-            return Err(BuildError::InvalidParameter("threads must be at least 1"));
-        }
+        let threads = thread_count(self.threads)?;
         if self.max_demands_at_once == 0 {
             return Err(BuildError::InvalidParameter(
                 "max_demands_at_once must be at least 1",
             ));
         }
         let name = self.common.name("thread_pool");
-        let (ready_tx, ready_rx) = crossbeam_channel::unbounded();
         let shared = Arc::new(Shared {
-            ready_tx,
-            ready_rx,
+            ready: Arc::new(ReadyQueue::new()),
             max_demands_at_once: self.max_demands_at_once,
             activity: if self.common.activity() {
                 (0..threads).map(|_| Activity::default()).collect()
@@ -132,25 +123,11 @@ impl Builder {
                 Vec::new()
             },
         });
-        let mut handles = Vec::with_capacity(threads);
-        for i in 0..threads {
-            let s = shared.clone();
-            match std::thread::Builder::new()
-                .name(format!("{name}-{i}"))
-                .spawn(move || s.work(i))
-            {
-                Ok(h) => handles.push(h),
-                Err(e) => {
-                    stop_and_join(&shared, handles);
-                    return Err(BuildError::Spawn(e));
-                }
-            }
-        }
+        let s = shared.clone();
+        let workers = Workers::spawn(&name, threads, shared.ready.clone(), move |i| s.work(i))?;
         let core = Arc::new(Core {
             prefix: format!("disp/thread_pool/{name}"),
-            thread_count: handles.len(),
-            thread_ids: handles.iter().map(|h| h.thread().id()).collect(),
-            threads: Mutex::new(handles),
+            workers,
             shared,
             queues: [Mutex::new(AHashMap::new()), Mutex::new(AHashMap::new())],
         });
@@ -176,14 +153,8 @@ impl Builder {
     }
 }
 
-enum Ready {
-    Queue(Arc<AgentQueue>),
-    Stop,
-}
-
 struct Shared {
-    ready_tx: Sender<Ready>,
-    ready_rx: Receiver<Ready>,
+    ready: Arc<ReadyQueue<Arc<AgentQueue>>>,
     max_demands_at_once: usize,
     /// One per worker when activity is tracked; empty otherwise.
     activity: Vec<Activity>,
@@ -194,13 +165,13 @@ impl Shared {
         let activity = self.activity.get(i);
         loop {
             let waiting = activity.map(|_| Instant::now());
-            let next = self.ready_rx.recv();
+            let next = self.ready.next();
             if let (Some(a), Some(t)) = (activity, waiting) {
                 a.waited_since(t);
             }
             match next {
-                Ok(Ready::Queue(q)) => self.serve(&q, activity),
-                Ok(Ready::Stop) | Err(_) => return,
+                Some(q) => self.serve(&q, activity),
+                None => return,
             }
         }
     }
@@ -237,24 +208,12 @@ impl Shared {
                     return;
                 }
             }
-            if !self.ready_rx.is_empty() {
+            if self.ready.has_waiting() {
                 // Another queue is waiting: this one goes to the back, still scheduled.
                 drop(table);
-                let _ = self.ready_tx.send(Ready::Queue(q.clone()));
+                self.ready.push(q.clone());
                 return;
             }
-        }
-    }
-}
-
-fn stop_and_join(shared: &Shared, handles: Vec<JoinHandle<()>>) {
-    for _ in &handles {
-        let _ = shared.ready_tx.send(Ready::Stop);
-    }
-    let me = std::thread::current().id();
-    for h in handles {
-        if h.thread().id() != me {
-            let _ = h.join();
         }
     }
 }
@@ -263,10 +222,7 @@ fn stop_and_join(shared: &Shared, handles: Vec<JoinHandle<()>>) {
 struct Core {
     prefix: String,
     shared: Arc<Shared>,
-    threads: Mutex<Vec<JoinHandle<()>>>,
-    thread_count: usize,
-    #[allow(dead_code)]
-    thread_ids: Vec<ThreadId>,
+    workers: Workers<Arc<AgentQueue>>,
     /// Queues by coop id (cooperation FIFO, index 0) or agent id (individual, index 1),
     /// with their agent counts; a queue goes when its last agent is unbound.
     queues: [QueueMap; 2],
@@ -277,7 +233,11 @@ type QueueMap = Mutex<AHashMap<u64, (Arc<AgentQueue>, usize)>>;
 
 impl StatsSource for Core {
     fn distribute(&self, out: &mut dyn FnMut(Quantity)) {
-        out(quantity(&self.prefix, "threads.count", self.thread_count));
+        out(quantity(
+            &self.prefix,
+            "threads.count",
+            self.workers.count(),
+        ));
         let mut agents = 0;
         for (i, map) in self.queues.iter().enumerate() {
             let tag = if i == 0 { "cq" } else { "aq" };
@@ -295,13 +255,6 @@ impl StatsSource for Core {
         for (i, a) in self.shared.activity.iter().enumerate() {
             a.distribute(&format!("{}/wt-{i}", self.prefix), out);
         }
-    }
-}
-
-impl Drop for Core {
-    fn drop(&mut self) {
-        let handles = std::mem::take(&mut *self.threads.lock());
-        stop_and_join(&self.shared, handles);
     }
 }
 
@@ -329,7 +282,7 @@ impl EventQueue for AgentQueue {
         };
         if schedule {
             if let (Some(shared), Some(me)) = (self.shared.upgrade(), self.me.upgrade()) {
-                let _ = shared.ready_tx.send(Ready::Queue(me));
+                shared.ready.push(me);
             }
         }
     }

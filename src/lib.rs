@@ -63,11 +63,17 @@
 //!   notifications, [`Priority`].
 //! - [`Environment`]: launch, stop, autoshutdown, stop guards, [`WrappedEnv`].
 //! - [`ExceptionReaction`]: what a panicking handler leads to.
-//! - [`dispatcher`]: where agents run ([`dispatcher::one_thread`] is the default).
+//! - [`dispatcher`]: where agents run — [`dispatcher::one_thread`] (the default),
+//!   [`dispatcher::active_obj`], [`dispatcher::active_group`], [`dispatcher::thread_pool`],
+//!   [`dispatcher::adv_thread_pool`] (with [`ThreadSafeContext`] handlers running in
+//!   parallel), [`dispatcher::strictly_ordered`], [`dispatcher::quoted_round_robin`],
+//!   [`dispatcher::one_per_prio`]; binders take [`BindParams`].
+//! - [`stats`]: run-time monitoring through [`StatsController`], off by default.
 //!
 //! ## Guarantees
 //!
-//! 1. An agent's handlers never run concurrently with each other.
+//! 1. An agent's handlers never run concurrently with each other (except thread-safe
+//!    handlers on `adv_thread_pool`).
 //! 2. Messages from one sender to one receiver through one mbox are handled in send order.
 //! 3. `on_start` is an agent's first demand and `on_finish` its last.
 //! 4. A panic in agent code never kills a worker thread: the exception reaction decides.

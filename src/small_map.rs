@@ -100,10 +100,58 @@ impl<K: Eq + Hash + Copy, V> SmallMap<K, V> {
         }
     }
 
+    /// The entries, borrowed (no intermediate allocation).
+    pub(crate) fn iter(&self) -> Iter<'_, K, V> {
+        match self {
+            SmallMap::Small(v) => Iter::Small(v.iter()),
+            SmallMap::Large(m) => Iter::Large(m.iter()),
+        }
+    }
+
+    /// The values, consuming the map (no intermediate allocation).
+    pub(crate) fn into_values(self) -> IntoValues<K, V> {
+        match self {
+            SmallMap::Small(v) => IntoValues::Small(v.into_iter()),
+            SmallMap::Large(m) => IntoValues::Large(m.into_values()),
+        }
+    }
+
     pub(crate) fn retain(&mut self, mut keep: impl FnMut(&K, &mut V) -> bool) {
         match self {
             SmallMap::Small(v) => v.retain_mut(|(k, v)| keep(k, v)),
             SmallMap::Large(m) => m.retain(|k, v| keep(k, v)),
+        }
+    }
+}
+
+pub(crate) enum Iter<'a, K, V> {
+    Small(std::slice::Iter<'a, (K, V)>),
+    Large(std::collections::hash_map::Iter<'a, K, V>),
+}
+
+impl<'a, K, V> Iterator for Iter<'a, K, V> {
+    type Item = (&'a K, &'a V);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match self {
+            Iter::Small(it) => it.next().map(|(k, v)| (k, v)),
+            Iter::Large(it) => it.next(),
+        }
+    }
+}
+
+pub(crate) enum IntoValues<K, V> {
+    Small(std::vec::IntoIter<(K, V)>),
+    Large(std::collections::hash_map::IntoValues<K, V>),
+}
+
+impl<K, V> Iterator for IntoValues<K, V> {
+    type Item = V;
+
+    fn next(&mut self) -> Option<V> {
+        match self {
+            IntoValues::Small(it) => it.next().map(|(_, v)| v),
+            IntoValues::Large(it) => it.next(),
         }
     }
 }
@@ -128,5 +176,9 @@ mod tests {
         assert_eq!(m.get(&5), None);
         m.retain(|k, _| k % 2 == 0);
         assert_eq!(m.len(), 50);
+        let mut values: Vec<u32> = m.into_values().collect();
+        values.sort();
+        assert_eq!(values.len(), 50);
+        assert_eq!(values[..3], [0, 4, 8]);
     }
 }

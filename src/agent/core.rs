@@ -139,14 +139,11 @@ impl AgentCore {
         change(&mut t);
         t.retain(|_, e| e.subscribed || e.filter.is_some());
         self.fast_mode.store(FAST_LOCKED, Ordering::SeqCst);
-        let keys: Vec<TypeId> = t.keys();
-        let exact = keys.len() <= FAST_TYPES
-            && keys
-                .iter()
-                .all(|k| t.get(k).is_some_and(|e| e.filter.is_none()));
+        let exact = t.iter().count() <= FAST_TYPES && t.iter().all(|(_, e)| e.filter.is_none());
         if exact {
-            for (i, slot) in self.fast_types.iter().enumerate() {
-                slot.store(keys.get(i).map_or(0, type_key), Ordering::SeqCst);
+            let mut keys = t.iter().map(|(k, _)| type_key(k));
+            for slot in &self.fast_types {
+                slot.store(keys.next().unwrap_or(0), Ordering::SeqCst);
             }
             self.fast_mode.store(FAST_EXACT, Ordering::SeqCst);
         }

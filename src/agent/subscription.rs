@@ -313,15 +313,11 @@ impl<A: Agent> Subscriptions<A> {
     /// Drops every subscription and filter at the mboxes (end of the agent's life).
     pub(crate) fn drop_all(&mut self, me: &AgentRef) {
         self.finished = true;
-        for key in self.mboxes.keys() {
-            if let Some(u) = self.mboxes.remove(&key) {
-                u.mbox.unsubscribe(u.ty, me);
-            }
+        for u in std::mem::take(&mut self.mboxes).into_values() {
+            u.mbox.unsubscribe(u.ty, me);
         }
-        for key in self.filters.keys() {
-            if let Some((mbox, ty)) = self.filters.remove(&key) {
-                mbox.drop_delivery_filter(ty, me);
-            }
+        for (mbox, ty) in std::mem::take(&mut self.filters).into_values() {
+            mbox.drop_delivery_filter(ty, me);
         }
         self.index = SmallMap::default();
         self.dead_letters = SmallMap::default();

@@ -188,18 +188,13 @@ impl SerialQueue {
                     a.waited_since(t);
                 }
             }
-            match &self.activity {
-                None => {
-                    while let Some(d) = batch.pop_front() {
-                        agents.run(d);
-                    }
-                }
-                Some(a) => {
-                    while let Some(d) = batch.pop_front() {
-                        let t = std::time::Instant::now();
-                        agents.run(d);
-                        a.worked_since(t);
-                    }
+            // One call site for `run`: with two (one per tracking mode) it stopped being
+            // inlined, at 24 more instructions per message.
+            while let Some(d) = batch.pop_front() {
+                let started = self.activity.as_ref().map(|_| std::time::Instant::now());
+                agents.run(d);
+                if let (Some(a), Some(t)) = (&self.activity, started) {
+                    a.worked_since(t);
                 }
             }
             if STOP.get() {

@@ -65,6 +65,7 @@
 //! }).unwrap();
 //! ```
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -102,10 +103,30 @@ pub(crate) trait StatsSource: Send + Sync {
 /// that binds an agent to it.
 pub(crate) type SourceRef = Arc<dyn StatsSource>;
 
-/// Registers `source` with the environment of `agent` (once per environment).
-pub(crate) fn register_for(agent: &crate::agent::AgentRef, source: &SourceRef) {
-    if let Some(env) = agent.0.env.upgrade() {
-        env.0.stats.add_source(source);
+/// A dispatcher's source as a binder holds it: registers itself with the environment of
+/// each agent it binds, taking the environment's lock only when that environment differs
+/// from the last one (nearly always, every agent of a dispatcher lives in one).
+pub(crate) struct SourceReg {
+    source: SourceRef,
+    /// Id of the environment registered last; 0 for none.
+    last_env: AtomicU64,
+}
+
+impl SourceReg {
+    pub(crate) fn new(source: SourceRef) -> Self {
+        SourceReg {
+            source,
+            last_env: AtomicU64::new(0),
+        }
+    }
+
+    pub(crate) fn register(&self, agent: &crate::agent::AgentRef) {
+        if let Some(env) = agent.0.env.upgrade() {
+            let id = env.0.id;
+            if self.last_env.swap(id, Ordering::Relaxed) != id {
+                env.0.stats.add_source(&self.source);
+            }
+        }
     }
 }
 

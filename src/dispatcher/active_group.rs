@@ -41,7 +41,7 @@ use super::{
     DispatcherHandle, EventQueue, KeyAllocator,
 };
 use crate::agent::AgentRef;
-use crate::stats::{self, Quantity, SourceRef, StatsSource};
+use crate::stats::{Quantity, SourceReg, StatsSource};
 
 /// Builds an `active_group` dispatcher.
 #[derive(Debug, Default, Clone)]
@@ -78,7 +78,7 @@ impl Builder {
             let groups = groups.clone();
             move |group: Arc<str>| {
                 Binder(Arc::new(GroupBinder {
-                    source: groups.clone(),
+                    stats: SourceReg::new(groups.clone()),
                     groups: groups.clone(),
                     group,
                 }))
@@ -149,12 +149,12 @@ impl Groups {
 struct GroupBinder {
     groups: Arc<Groups>,
     group: Arc<str>,
-    source: SourceRef,
+    stats: SourceReg,
 }
 
 impl BinderImpl for GroupBinder {
     fn preallocate(&self, agent: &AgentRef) -> Result<(), BindError> {
-        stats::register_for(agent, &self.source);
+        self.stats.register(agent);
         let mut map = self.groups.map.lock();
         if let Some(g) = map.get_mut(&self.group) {
             g.agents += 1;

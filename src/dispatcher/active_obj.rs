@@ -40,7 +40,7 @@ use super::{
     DispatcherHandle, EventQueue, KeyAllocator,
 };
 use crate::agent::{AgentId, AgentRef};
-use crate::stats::{self, Quantity, SourceRef, StatsSource};
+use crate::stats::{Quantity, SourceReg, StatsSource};
 
 /// Builds an `active_obj` dispatcher.
 #[derive(Debug, Default, Clone)]
@@ -71,7 +71,7 @@ impl Builder {
             map: Mutex::new(AHashMap::new()),
         });
         let binder = ActiveObjBinder {
-            source: shared.clone(),
+            stats: SourceReg::new(shared.clone()),
             shared,
         };
         Ok(DispatcherHandle::new(
@@ -114,12 +114,12 @@ impl StatsSource for Threads {
 
 struct ActiveObjBinder {
     shared: Arc<Threads>,
-    source: SourceRef,
+    stats: SourceReg,
 }
 
 impl BinderImpl for ActiveObjBinder {
     fn preallocate(&self, agent: &AgentRef) -> Result<(), BindError> {
-        stats::register_for(agent, &self.source);
+        self.stats.register(agent);
         let worker = SerialWorker::spawn(
             format!("{}-{}", self.shared.name, agent.id().as_u64()),
             self.shared.activity,

@@ -70,7 +70,7 @@ use super::{
 };
 use crate::agent::exec::SharedExec;
 use crate::agent::{AgentArc, AgentExec, AgentRef};
-use crate::stats::{self, Quantity, SourceRef, StatsSource};
+use crate::stats::{Quantity, SourceReg, StatsSource};
 
 /// Builds an `adv_thread_pool` dispatcher.
 #[derive(Debug, Clone, Default)]
@@ -119,7 +119,7 @@ impl Builder {
             "adv_thread_pool",
             name,
             Binder(Arc::new(AdvBinder {
-                source: core.clone(),
+                stats: SourceReg::new(core.clone()),
                 core,
             })),
         ))
@@ -296,12 +296,12 @@ impl EventQueue for AgentQueue {
 
 struct AdvBinder {
     core: Arc<Core>,
-    source: SourceRef,
+    stats: SourceReg,
 }
 
 impl BinderImpl for AdvBinder {
     fn preallocate(&self, agent: &AgentRef) -> Result<(), BindError> {
-        stats::register_for(agent, &self.source);
+        self.stats.register(agent);
         Ok(())
     }
 

@@ -17,7 +17,7 @@ use super::{
     DispatcherHandle, EventQueue, KeyAllocator,
 };
 use crate::agent::AgentRef;
-use crate::stats::{self, Quantity, SourceRef, StatsSource};
+use crate::stats::{Quantity, SourceReg, StatsSource};
 
 /// Builds a `one_per_prio` dispatcher.
 #[derive(Debug, Default, Clone)]
@@ -59,7 +59,7 @@ impl Builder {
             "one_per_prio",
             name,
             Binder(Arc::new(LaneBinder {
-                source: lanes.clone(),
+                stats: SourceReg::new(lanes.clone()),
                 lanes,
             })),
         ))
@@ -97,12 +97,12 @@ impl StatsSource for Lanes {
 
 struct LaneBinder {
     lanes: Arc<Lanes>,
-    source: SourceRef,
+    stats: SourceReg,
 }
 
 impl BinderImpl for LaneBinder {
     fn preallocate(&self, agent: &AgentRef) -> Result<(), BindError> {
-        stats::register_for(agent, &self.source);
+        self.stats.register(agent);
         Ok(())
     }
 

@@ -19,7 +19,7 @@ use super::{
     DispatcherHandle, EventQueue, KeyAllocator,
 };
 use crate::agent::AgentRef;
-use crate::stats::{self, Quantity, SourceRef, StatsSource};
+use crate::stats::{Quantity, SourceReg, StatsSource};
 
 /// Builds a `one_thread` dispatcher.
 #[derive(Debug, Default, Clone)]
@@ -53,7 +53,7 @@ impl Builder {
             "one_thread",
             name,
             Binder(Arc::new(OneThreadBinder {
-                source: core.clone(),
+                stats: SourceReg::new(core.clone()),
                 core,
             })),
         ))
@@ -90,12 +90,12 @@ pub(crate) fn quantity(prefix: &str, suffix: &'static str, value: usize) -> Quan
 
 struct OneThreadBinder {
     core: Arc<Core>,
-    source: SourceRef,
+    stats: SourceReg,
 }
 
 impl BinderImpl for OneThreadBinder {
     fn preallocate(&self, agent: &AgentRef) -> Result<(), BindError> {
-        stats::register_for(agent, &self.source);
+        self.stats.register(agent);
         Ok(())
     }
 

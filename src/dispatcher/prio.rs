@@ -13,7 +13,7 @@ use super::activity::Activity;
 use super::one_thread::quantity;
 use super::{AgentKey, AgentTable, BindError, BinderImpl, Demand, EventQueue, KeyAllocator};
 use crate::agent::{AgentRef, Priority};
-use crate::stats::{self, Quantity, SourceRef, StatsSource};
+use crate::stats::{Quantity, SourceReg, StatsSource};
 
 /// How the worker picks demands.
 #[derive(Clone, Copy)]
@@ -213,13 +213,13 @@ impl EventQueue for PrioQueue {
 
 pub(crate) struct PrioBinder {
     core: Arc<Core>,
-    source: SourceRef,
+    stats: SourceReg,
 }
 
 impl PrioBinder {
     pub(crate) fn new(core: Arc<Core>) -> Self {
         PrioBinder {
-            source: core.clone(),
+            stats: SourceReg::new(core.clone()),
             core,
         }
     }
@@ -227,7 +227,7 @@ impl PrioBinder {
 
 impl BinderImpl for PrioBinder {
     fn preallocate(&self, agent: &AgentRef) -> Result<(), BindError> {
-        stats::register_for(agent, &self.source);
+        self.stats.register(agent);
         Ok(())
     }
 

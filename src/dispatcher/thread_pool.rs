@@ -58,7 +58,7 @@ use super::{
     CommonParams, Demand, DispatcherHandle, EventQueue, Fifo, KeyAllocator,
 };
 use crate::agent::AgentRef;
-use crate::stats::{self, Quantity, SourceRef, StatsSource};
+use crate::stats::{Quantity, SourceReg, StatsSource};
 
 /// Builds a `thread_pool` dispatcher.
 #[derive(Debug, Clone)]
@@ -132,12 +132,12 @@ impl Builder {
             queues: [Mutex::new(AHashMap::new()), Mutex::new(AHashMap::new())],
         });
         let coop_binder = Binder(Arc::new(PoolBinder {
-            source: core.clone(),
+            stats: SourceReg::new(core.clone()),
             core: core.clone(),
             fifo: Fifo::Cooperation,
         }));
         let individual = Binder(Arc::new(PoolBinder {
-            source: core.clone(),
+            stats: SourceReg::new(core.clone()),
             core,
             fifo: Fifo::Individual,
         }));
@@ -291,7 +291,7 @@ impl EventQueue for AgentQueue {
 struct PoolBinder {
     core: Arc<Core>,
     fifo: Fifo,
-    source: SourceRef,
+    stats: SourceReg,
 }
 
 impl PoolBinder {
@@ -312,7 +312,7 @@ impl PoolBinder {
 
 impl BinderImpl for PoolBinder {
     fn preallocate(&self, agent: &AgentRef) -> Result<(), BindError> {
-        stats::register_for(agent, &self.source);
+        self.stats.register(agent);
         Ok(())
     }
 

@@ -96,6 +96,8 @@ pub(crate) struct EnvInner {
     logger: Option<params::ErrorLogger>,
     autoshutdown: bool,
     pub(crate) stats: Arc<StatsCore>,
+    /// Unique in the process, never 0.
+    pub(crate) id: u64,
 }
 
 #[derive(Default)]
@@ -152,6 +154,11 @@ impl Environment {
                 logger: params.error_logger,
                 autoshutdown: params.autoshutdown,
                 stats: StatsCore::new(weak.clone(), Mbox(Repr::Mpmc(mpmc::create(weak)))),
+                id: {
+                    static NEXT_ENV: std::sync::atomic::AtomicU64 =
+                        std::sync::atomic::AtomicU64::new(1);
+                    NEXT_ENV.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                },
             }
         }));
         let weak = env.downgrade();

@@ -92,11 +92,16 @@ mod coop;
 pub mod dispatcher;
 mod environment;
 mod exception;
+pub mod limits;
 mod mbox;
+pub mod mchain;
 mod message;
 pub mod prelude;
+pub mod request;
 mod small_map;
 pub mod stats;
+mod timer;
+pub mod trace;
 
 pub use agent::{
     Agent, AgentId, AgentRef, Context, DefineError, History, Priority, State, StateError,
@@ -109,5 +114,10 @@ pub use exception::ExceptionReaction;
 pub use mbox::{
     send, send_mutable, DeliveryFilter, Mbox, MboxId, MboxImpl, MboxKind, SendError, SubscribeError,
 };
-pub use message::{Message, MessageType, Mutable, RedirectionDepth, MAX_REDIRECTION_DEPTH};
+pub use message::{
+    Access, Envelope, Message, MessageType, Mutable, RedirectionDepth, MAX_REDIRECTION_DEPTH,
+};
 pub use stats::{Quantity, StatsController, StatsFinished, StatsStarted};
+pub use timer::{
+    schedule_message, send_delayed, send_delayed_mutable, send_periodic, TimerError, TimerHandle,
+};

@@ -118,6 +118,76 @@ pub struct Message {
 trait Payload: Send + Sync + 'static {
     fn message_type(&self) -> MessageType;
     fn as_any(&self) -> &dyn Any;
+    /// The envelope and the message inside it, for an enveloped message.
+    #[inline]
+    fn envelope(&self) -> Option<(&dyn Envelope, &Message)> {
+        None
+    }
+}
+
+/// Why the runtime wants to look inside an enveloped message.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum Access {
+    /// A delivery filter is about to inspect the payload (on the sender's thread).
+    Inspection,
+    /// A message limit is about to transform the payload (on the sender's thread).
+    Transformation,
+    /// A handler was found and is about to be called (on the receiver's worker).
+    Handling,
+}
+
+/// A wrapper that travels around a message and decides, each time the runtime wants to look
+/// inside, whether to reveal the payload (SObjectizer's enveloped messages).
+///
+/// An enveloped message keeps the type of the message inside it, so it is routed, filtered
+/// and subscribed to exactly like that message. When an envelope says no, the message is
+/// treated as not there: a filter rejects it, a limit drops it, no handler is called.
+/// The envelope is dropped with the last copy of the message, which tells it that every
+/// receiver is done with it (handled or dropped).
+///
+/// # Examples
+///
+/// A message that can be revoked after it was sent, even while it waits in a queue:
+///
+/// ```
+/// use std::sync::atomic::{AtomicBool, Ordering};
+/// use std::sync::Arc;
+/// use agentbox::{Access, Envelope, Message};
+///
+/// struct Revocable(Arc<AtomicBool>);
+/// impl Envelope for Revocable {
+///     fn reveal(&self, _access: Access) -> bool {
+///         !self.0.load(Ordering::Acquire)
+///     }
+/// }
+///
+/// let revoked = Arc::new(AtomicBool::new(false));
+/// let msg = Message::enveloped(Message::new(7u32), Revocable(revoked.clone()));
+/// assert_eq!(msg.reveal(Access::Handling).and_then(|m| m.downcast_ref::<u32>()), Some(&7));
+/// revoked.store(true, Ordering::Release);
+/// assert!(msg.reveal(Access::Handling).is_none());
+/// ```
+pub trait Envelope: Send + Sync + 'static {
+    /// Whether the payload may be seen for `access` now.
+    fn reveal(&self, access: Access) -> bool;
+}
+
+/// An envelope with the message it carries.
+struct Enveloped<E> {
+    inner: Message,
+    envelope: E,
+}
+
+impl<E: Envelope> Payload for Enveloped<E> {
+    fn message_type(&self) -> MessageType {
+        self.inner.message_type()
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn envelope(&self) -> Option<(&dyn Envelope, &Message)> {
+        Some((&self.envelope, &self.inner))
+    }
 }
 
 /// An immutable payload.
@@ -162,6 +232,45 @@ impl Message {
         }
     }
 
+    /// Puts `inner` into `envelope`. The result has `inner`'s type (and mutability) and is
+    /// delivered like it; see [`Envelope`].
+    pub fn enveloped<E: Envelope>(inner: Message, envelope: E) -> Self {
+        Message {
+            id: inner.id,
+            payload: Arc::new(Enveloped { inner, envelope }),
+        }
+    }
+
+    /// Whether this message travels in an envelope.
+    pub fn is_enveloped(&self) -> bool {
+        self.payload.envelope().is_some()
+    }
+
+    /// The message to use for `access`: this message itself if it has no envelope; the
+    /// message inside (through any nested envelopes) if every envelope reveals it; `None`
+    /// if one of them refuses.
+    #[inline]
+    pub fn reveal(&self, access: Access) -> Option<&Message> {
+        match self.payload.envelope() {
+            None => Some(self),
+            Some((envelope, inner)) => {
+                if envelope.reveal(access) {
+                    inner.reveal(access)
+                } else {
+                    None
+                }
+            }
+        }
+    }
+
+    /// The envelope of type `E` around this message, if that is the outermost envelope.
+    pub fn envelope_ref<E: Envelope>(&self) -> Option<&E> {
+        self.payload
+            .as_any()
+            .downcast_ref::<Enveloped<E>>()
+            .map(|e| &e.envelope)
+    }
+
     /// The type this message is delivered as.
     pub fn message_type(&self) -> MessageType {
         self.payload.message_type()
@@ -173,8 +282,8 @@ impl Message {
         self.id
     }
 
-    /// The payload of an immutable message of type `T`; `None` for any other type and for
-    /// mutable messages.
+    /// The payload of an immutable message of type `T`; `None` for any other type, for
+    /// mutable messages, and for an enveloped message (see [`reveal`](Self::reveal)).
     #[inline]
     pub fn downcast_ref<T: 'static>(&self) -> Option<&T> {
         self.payload

@@ -281,9 +281,13 @@ fn deliveries_through_a_stale_reference_never_reach_a_finished_agent() {
             Ok(())
         }
         fn unsubscribe(&self, _: agentbox::MessageType, _: &agentbox::AgentRef) {}
-        fn deliver(&self, msg: Message, _: agentbox::RedirectionDepth) -> Result<(), SendError> {
+        fn deliver(
+            &self,
+            msg: Message,
+            depth: agentbox::RedirectionDepth,
+        ) -> Result<(), SendError> {
             if let Some(w) = &*self.who.lock() {
-                w.push_message(self.id, msg);
+                w.push_message(self.id, msg, depth);
             }
             Ok(())
         }

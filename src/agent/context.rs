@@ -1,16 +1,20 @@
 //! The agent's view of the runtime: its mbox, subscriptions, states and coop.
 
 use std::any::TypeId;
-use std::sync::Weak;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use super::core::AgentCore;
 use super::subscription::{Handler, Subscriptions};
 use super::{Agent, AgentId, AgentRef, State, StateError, SubscriptionBuilder};
 use crate::coop::{CoopHandle, DeregReason};
 use crate::environment::Environment;
-use crate::mbox::{DeliveryFilter, Mbox, Repr, SubscribeError};
-use crate::message::MessageType;
+use crate::limits::{Declared, LimitError, Overflow, Spec, TransformFn, Transformed};
+use crate::mbox::{DeliveryFilter, Mbox, MboxId, Repr, SubscribeError};
+use crate::message::{Message, MessageType};
 use crate::small_map::SmallMap;
+use crate::timer::{Target, TimerHandle};
+use crate::trace::Trace;
 
 /// Current state, history and pending switches of one agent.
 pub(crate) struct States {
@@ -26,7 +30,27 @@ pub(crate) struct States {
     /// a parent holds its initial substate weakly, so the context keeps them alive even if
     /// the user's own handles are dropped.
     known: SmallMap<u64, State>,
+    /// Per state with a time limit: the limit and its timer while the state is active.
+    pub(crate) time_limits: SmallMap<u64, TimeLimit>,
 }
+
+/// A state's time limit.
+pub(crate) struct TimeLimit {
+    limit: Duration,
+    pub(crate) target: State,
+    timer: Option<TimerHandle>,
+    /// Bumped at each arming and disarming: an expiry of an older arming is stale.
+    pub(crate) generation: u64,
+}
+
+/// The message a state's time-limit timer sends the agent (from [`TIME_LIMIT_MBOX`]).
+pub(crate) struct TimeLimitExpired {
+    pub(crate) state: u64,
+    pub(crate) generation: u64,
+}
+
+/// The pseudo-mbox time-limit expiries come from (real mbox ids start at 1).
+pub(crate) const TIME_LIMIT_MBOX: MboxId = MboxId(0);
 
 impl States {
     fn new() -> Self {
@@ -39,6 +63,7 @@ impl States {
             pending: Vec::new(),
             in_hook: false,
             known: SmallMap::default(),
+            time_limits: SmallMap::default(),
         }
     }
 
@@ -104,6 +129,11 @@ pub struct Context<A: Agent> {
     pub(crate) env: Environment,
     pub(crate) subs: Subscriptions<A>,
     pub(crate) states: States,
+    /// The environment's tracer, if tracing is on.
+    pub(crate) trace: Trace,
+    /// Limits being declared; `None` once fixed (at the first subscription or after
+    /// `define`).
+    limits: Option<Declared>,
 }
 
 impl<A: Agent> Context<A> {
@@ -111,9 +141,11 @@ impl<A: Agent> Context<A> {
         Context {
             this,
             id,
+            trace: env.0.trace.clone(),
             env,
             subs: Subscriptions::default(),
             states: States::new(),
+            limits: Some(Declared::default()),
         }
     }
 
@@ -221,6 +253,7 @@ impl<A: Agent> Context<A> {
         F: Fn(&M) -> bool + Send + Sync + 'static,
     {
         let me = self.me()?;
+        self.freeze_limits();
         self.subs.set_filter(
             &me,
             mbox,
@@ -286,6 +319,190 @@ impl<A: Agent> Context<A> {
         F: FnMut(&mut A, &mut Context<A>) + Send + 'static,
     {
         self.set_hook(state, Box::new(hook), false);
+    }
+
+    /// Limits the time the agent stays in `state` (or its substates): `limit` after each
+    /// entry it switches to `target`, unless it left `state` before. Setting it again while
+    /// the agent is in `state` restarts the countdown from zero.
+    ///
+    /// # Errors
+    ///
+    /// [`StateError::NoInitialSubstate`] if `target` cannot be entered.
+    pub fn time_limit(
+        &mut self,
+        state: &State,
+        limit: Duration,
+        target: &State,
+    ) -> Result<(), StateError> {
+        self.states.resolve(target)?;
+        self.states.keep(state);
+        self.states.keep(target);
+        let entry = self
+            .states
+            .time_limits
+            .entry_or_insert_with(state.id(), || TimeLimit {
+                limit,
+                target: target.clone(),
+                timer: None,
+                generation: 0,
+            });
+        entry.limit = limit;
+        entry.target = target.clone();
+        if self.states.current.is_within(state) {
+            self.arm_time_limit(state.id());
+        }
+        Ok(())
+    }
+
+    /// Removes `state`'s time limit (a running countdown is cancelled).
+    pub fn drop_time_limit(&mut self, state: &State) {
+        self.disarm_time_limit(state.id());
+        self.states.time_limits.remove(&state.id());
+    }
+
+    /// Starts (or restarts) the countdown of `state`'s time limit, if it has one.
+    pub(crate) fn arm_time_limit(&mut self, state: u64) {
+        let Ok(me) = self.me() else { return };
+        let Some(tl) = self.states.time_limits.get_mut(&state) else {
+            return;
+        };
+        tl.generation += 1;
+        let msg = Message::new(TimeLimitExpired {
+            state,
+            generation: tl.generation,
+        });
+        tl.timer =
+            self.env
+                .0
+                .timers
+                .schedule(Target::Agent(me, TIME_LIMIT_MBOX), msg, tl.limit, None);
+    }
+
+    /// Stops the countdown of `state`'s time limit (its expiry, even if queued, is ignored).
+    pub(crate) fn disarm_time_limit(&mut self, state: u64) {
+        if let Some(tl) = self.states.time_limits.get_mut(&state) {
+            tl.generation += 1;
+            tl.timer = None;
+        }
+    }
+
+    /// Rule 1 of [`crate::limits`]: the agent's limits are fixed from now on.
+    pub(crate) fn freeze_limits(&mut self) {
+        let Some(declared) = self.limits.take() else {
+            return;
+        };
+        if let (Some(table), Some(core)) = (declared.build(), self.this.upgrade()) {
+            let _ = core.limits.set(table);
+        }
+    }
+
+    fn declare_limit(&mut self, ty: Option<MessageType>, spec: Spec) -> Result<(), LimitError> {
+        self.limits
+            .as_mut()
+            .ok_or(LimitError::TooLate)?
+            .add(ty, spec)
+    }
+
+    /// At most `max` demands of `M` may wait for this agent; more are dropped.
+    ///
+    /// # Errors
+    ///
+    /// [`LimitError`] (see [`crate::limits`]).
+    pub fn limit_then_drop<M: 'static>(&mut self, max: usize) -> Result<(), LimitError> {
+        let spec = Spec {
+            max,
+            overflow: Overflow::Drop,
+        };
+        self.declare_limit(Some(MessageType::of::<M>()), spec)
+    }
+
+    /// At most `max` demands of `M`; one more aborts the process (after a log line).
+    ///
+    /// # Errors
+    ///
+    /// [`LimitError`].
+    pub fn limit_then_abort<M: 'static>(&mut self, max: usize) -> Result<(), LimitError> {
+        let spec = Spec {
+            max,
+            overflow: Overflow::Abort,
+        };
+        self.declare_limit(Some(MessageType::of::<M>()), spec)
+    }
+
+    /// At most `max` demands of `M`; more go on to `to` (one redirection deeper).
+    ///
+    /// # Errors
+    ///
+    /// [`LimitError`].
+    pub fn limit_then_redirect<M: 'static>(
+        &mut self,
+        max: usize,
+        to: &Mbox,
+    ) -> Result<(), LimitError> {
+        let spec = Spec {
+            max,
+            overflow: Overflow::Redirect(to.clone()),
+        };
+        self.declare_limit(Some(MessageType::of::<M>()), spec)
+    }
+
+    /// At most `max` demands of immutable `M`; for one more, `transform` makes another
+    /// message and says where it goes (one redirection deeper).
+    ///
+    /// # Errors
+    ///
+    /// [`LimitError`].
+    pub fn limit_then_transform<M, F>(&mut self, max: usize, transform: F) -> Result<(), LimitError>
+    where
+        M: Send + Sync + 'static,
+        F: Fn(&M) -> Transformed + Send + Sync + 'static,
+    {
+        let f: TransformFn = Arc::new(move |m: &Message| m.downcast_ref::<M>().map(&transform));
+        let spec = Spec {
+            max,
+            overflow: Overflow::Transform(f),
+        };
+        self.declare_limit(Some(MessageType::of::<M>()), spec)
+    }
+
+    /// The limit for every subscribed type without its own: each such type gets its own
+    /// counter of `max`, and messages over it are dropped.
+    ///
+    /// # Errors
+    ///
+    /// [`LimitError`].
+    pub fn default_limit_then_drop(&mut self, max: usize) -> Result<(), LimitError> {
+        let spec = Spec {
+            max,
+            overflow: Overflow::Drop,
+        };
+        self.declare_limit(None, spec)
+    }
+
+    /// As [`default_limit_then_drop`](Self::default_limit_then_drop), aborting instead.
+    ///
+    /// # Errors
+    ///
+    /// [`LimitError`].
+    pub fn default_limit_then_abort(&mut self, max: usize) -> Result<(), LimitError> {
+        let spec = Spec {
+            max,
+            overflow: Overflow::Abort,
+        };
+        self.declare_limit(None, spec)
+    }
+
+    /// As [`default_limit_then_drop`](Self::default_limit_then_drop), redirecting to `to`.
+    ///
+    /// # Errors
+    ///
+    /// [`LimitError`].
+    pub fn default_limit_then_redirect(&mut self, max: usize, to: &Mbox) -> Result<(), LimitError> {
+        let spec = Spec {
+            max,
+            overflow: Overflow::Redirect(to.clone()),
+        };
+        self.declare_limit(None, spec)
     }
 
     fn set_hook(&mut self, state: &State, hook: super::subscription::HookFn<A>, enter: bool) {

@@ -13,9 +13,11 @@ use crate::coop::CoopInner;
 use crate::dispatcher::{AgentKey, Demand, DemandKind, EventQueue};
 use crate::environment::{Environment, WeakEnv};
 use crate::exception::ExceptionReaction;
+use crate::limits::LimitTable;
 use crate::mbox::{DeliveryFilter, MboxId};
-use crate::message::{Message, MessageType};
+use crate::message::{Message, MessageType, RedirectionDepth};
 use crate::small_map::SmallMap;
+use crate::trace::{self, Trace, TraceEvent, TraceRecord};
 
 /// Agent status, in the order an agent goes through them.
 ///
@@ -62,6 +64,10 @@ pub(crate) struct AgentCore {
     fast_types: [AtomicU64; FAST_TYPES],
     fast_mode: AtomicU8,
     pub(crate) coop: OnceLock<Weak<CoopInner>>,
+    /// The environment's tracer, if tracing is on.
+    pub(crate) trace: Trace,
+    /// Message limits, fixed at the agent's first subscription (unset: no limits).
+    pub(crate) limits: OnceLock<LimitTable>,
 }
 
 impl AgentCore {
@@ -83,6 +89,8 @@ impl AgentCore {
             fast_types: Default::default(),
             fast_mode: AtomicU8::new(FAST_EXACT),
             coop: OnceLock::new(),
+            trace: env.0.trace.clone(),
+            limits: OnceLock::new(),
         }
     }
 
@@ -206,11 +214,24 @@ impl AgentRef {
     }
 
     /// Queues a message from mbox `mbox` for this agent. Custom mboxes call this for each
-    /// subscriber a message goes to; the agent looks its handler up by `(mbox, type)` when
-    /// the demand runs. Never blocks.
+    /// subscriber a message goes to, with the redirection depth they were given; the agent
+    /// looks its handler up by `(mbox, type)` when the demand runs. The agent's message
+    /// limit for the type applies here (a message over it is dropped, redirected or
+    /// transformed instead). Never blocks.
     #[inline]
-    pub fn push_message(&self, mbox: MboxId, msg: Message) {
-        self.push(DemandKind::Message { mbox, msg });
+    pub fn push_message(&self, mbox: MboxId, msg: Message, depth: RedirectionDepth) {
+        deliver_to(&self.0, mbox, msg, depth);
+    }
+
+    /// Traces that a message was not given to this agent: a delivery filter refused it.
+    /// Custom mboxes that filter call this so that delivery tracing sees the step.
+    pub fn trace_filtered(&self, mbox: MboxId, msg: &Message) {
+        trace::emit(&self.0.trace, || {
+            TraceRecord::new(TraceEvent::RejectedByFilter)
+                .agent(self.0.id)
+                .mbox(mbox)
+                .msg(msg.message_type())
+        });
     }
 
     #[inline]
@@ -265,20 +286,47 @@ pub(crate) fn activate(
     let _ = core.binding.set((queue, key));
 }
 
+/// Queues a message for the agent, within its message limit.
+#[inline]
+pub(crate) fn deliver_to(core: &AgentArc, mbox: MboxId, msg: Message, depth: RedirectionDepth) {
+    if let Some(limits) = core.limits.get() {
+        if let Err(limit) = limits.admit(msg.type_id()) {
+            return crate::limits::overflow(core, &limit, mbox, msg, depth);
+        }
+    }
+    trace::emit(&core.trace, || {
+        TraceRecord::new(TraceEvent::Delivered)
+            .agent(core.id)
+            .mbox(mbox)
+            .msg(msg.message_type())
+    });
+    push(core, DemandKind::Message { mbox, msg });
+}
+
 /// Sending to an agent's direct mbox: types it does not subscribe to are not queued at
 /// all, and its filter (if any) runs here, on the sender's thread.
 #[inline]
-pub(crate) fn direct_deliver(core: &AgentArc, msg: Message) {
+pub(crate) fn direct_deliver(core: &AgentArc, msg: Message, depth: RedirectionDepth) {
     if !core.direct_accepts(&msg) {
+        trace::emit(&core.trace, || {
+            let subscribed = core
+                .direct
+                .read_recursive()
+                .get(&msg.type_id())
+                .is_some_and(|e| e.subscribed);
+            let event = if subscribed {
+                TraceEvent::RejectedByFilter
+            } else {
+                TraceEvent::NoSubscribers
+            };
+            TraceRecord::new(event)
+                .agent(core.id)
+                .mbox(core.mbox_id())
+                .msg(msg.message_type())
+        });
         return;
     }
-    push(
-        core,
-        DemandKind::Message {
-            mbox: core.mbox_id(),
-            msg,
-        },
-    );
+    deliver_to(core, core.mbox_id(), msg, depth);
 }
 
 /// The 64-bit key of a type for the fast table: what `TypeId` hashes itself as (never 0).

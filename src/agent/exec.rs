@@ -8,13 +8,15 @@ use parking_lot::RwLock;
 use smallvec::SmallVec;
 use sync_wrapper::SyncWrapper;
 
+use super::context::{TimeLimitExpired, TIME_LIMIT_MBOX};
 use super::core::{AgentArc, AgentExec, ACTIVE, FINISHED};
 use super::subscription::{Action, Handler, SafeFn};
 use super::{Agent, AgentRef, Context, DefineError, State, StateError};
 use crate::dispatcher::DemandKind;
 use crate::exception::{self, Failure};
 use crate::mbox::MboxId;
-use crate::message::Message;
+use crate::message::{Access, Message};
+use crate::trace::{self, TraceEvent, TraceRecord};
 
 pub(crate) struct Inner<A: Agent> {
     pub(crate) agent: A,
@@ -115,18 +117,34 @@ impl<A: Agent> Inner<A> {
         self.ctx.states.in_hook = true;
         for s in old_path[common..].iter().rev() {
             self.run_hook(s, false);
+            self.ctx.disarm_time_limit(s.id());
+            trace::emit(&self.ctx.trace, || {
+                TraceRecord::new(TraceEvent::StateLeft)
+                    .agent(self.ctx.id)
+                    .state(s.name())
+            });
         }
         self.ctx.states.current = leaf;
         self.ctx.states.record_history(&new_path);
         for s in &new_path[common..] {
+            trace::emit(&self.ctx.trace, || {
+                TraceRecord::new(TraceEvent::StateEntered)
+                    .agent(self.ctx.id)
+                    .state(s.name())
+            });
+            self.ctx.arm_time_limit(s.id());
             self.run_hook(s, true);
         }
         self.ctx.states.in_hook = false;
         Ok(())
     }
 
+    /// Calls a handler, if the message's envelope (if any) reveals the payload.
     #[inline]
-    fn call_event(&mut self, slot: usize, msg: &Message) {
+    fn call_event(&mut self, slot: usize, mbox: MboxId, msg: &Message) {
+        let Some(msg) = self.reveal(mbox, msg) else {
+            return;
+        };
         let Inner {
             agent, ctx, slab, ..
         } = self;
@@ -135,8 +153,29 @@ impl<A: Agent> Inner<A> {
         }
     }
 
+    /// The payload for a handler that was found, and the trace records of that step.
+    #[inline(always)]
+    fn reveal<'m>(&self, mbox: MboxId, msg: &'m Message) -> Option<&'m Message> {
+        let revealed = msg.reveal(Access::Handling);
+        trace::emit(&self.ctx.trace, || {
+            let event = match revealed {
+                Some(_) => TraceEvent::HandlerCalled,
+                None => TraceEvent::Hidden,
+            };
+            TraceRecord::new(event)
+                .agent(self.ctx.id)
+                .mbox(mbox)
+                .msg(msg.message_type())
+                .state(self.ctx.states.current.name())
+        });
+        revealed
+    }
+
     /// A thread-safe handler, called with shared access (here exclusively held).
-    fn call_safe(&self, slot: usize, msg: &Message) {
+    fn call_safe(&self, slot: usize, mbox: MboxId, msg: &Message) {
+        let Some(msg) = self.reveal(mbox, msg) else {
+            return;
+        };
         if let Some(Some(f)) = self.safe.get(slot) {
             f(&self.agent, &self.ctx.thread_safe_view(), msg);
         }
@@ -153,7 +192,7 @@ impl<A: Agent> Inner<A> {
                 .find(mbox.0, msg.type_id(), &self.ctx.states.current)
         {
             let slot = *slot;
-            self.call_event(slot, msg);
+            self.call_event(slot, mbox, msg);
             return self.apply_pending();
         }
         self.handle_message_slow(mbox, msg)
@@ -163,6 +202,9 @@ impl<A: Agent> Inner<A> {
     /// switches, dead letters.
     #[inline(never)]
     fn handle_message_slow(&mut self, mbox: MboxId, msg: &Message) -> Result<(), StateError> {
+        if mbox == TIME_LIMIT_MBOX {
+            return self.time_limit_expired(msg);
+        }
         let ty = msg.message_type();
         let mut visited: SmallVec<[u64; 4]> = SmallVec::new();
         loop {
@@ -173,12 +215,12 @@ impl<A: Agent> Inner<A> {
             match found {
                 Some(Action::Handler(slot)) => {
                     let slot = *slot;
-                    self.call_event(slot, msg);
+                    self.call_event(slot, mbox, msg);
                     return self.apply_pending();
                 }
                 Some(Action::SafeHandler(slot)) => {
                     let slot = *slot;
-                    self.call_safe(slot, msg);
+                    self.call_safe(slot, mbox, msg);
                     return self.apply_pending();
                 }
                 Some(Action::Suppress) => return Ok(()),
@@ -201,14 +243,48 @@ impl<A: Agent> Inner<A> {
                 }
                 None => {
                     if let Some(slot) = self.ctx.subs.dead_letter(mbox.0, ty.type_id()) {
-                        self.call_event(slot, msg);
+                        self.call_event(slot, mbox, msg);
                         return self.apply_pending();
                     }
                     // No handler in this state: dropped.
+                    trace::emit(&self.ctx.trace, || {
+                        TraceRecord::new(TraceEvent::NoHandler)
+                            .agent(self.ctx.id)
+                            .mbox(mbox)
+                            .msg(ty)
+                            .state(self.ctx.states.current.name())
+                    });
                     return Ok(());
                 }
             }
         }
+    }
+
+    /// A state's time limit ran out: switches to its target, unless the expiry is stale
+    /// (the state was left, or its limit re-armed, since).
+    fn time_limit_expired(&mut self, msg: &Message) -> Result<(), StateError> {
+        let Some(e) = msg
+            .reveal(Access::Handling)
+            .and_then(|m| m.downcast_ref::<TimeLimitExpired>())
+        else {
+            return Ok(());
+        };
+        let target = match self.ctx.states.time_limits.get(&e.state) {
+            Some(tl) if tl.generation == e.generation => tl.target.clone(),
+            _ => return Ok(()),
+        };
+        let within = self
+            .ctx
+            .states
+            .current
+            .path()
+            .iter()
+            .any(|s| s.id() == e.state);
+        if !within {
+            return Ok(());
+        }
+        self.switch_to(&target)?;
+        self.apply_pending()
     }
 
     /// After a failure, leaves the bookkeeping consistent: handlers added before the panic
@@ -245,7 +321,16 @@ impl<A: Agent> AgentExec for Inner<A> {
     fn execute(&mut self, core: &AgentArc, kind: &DemandKind) -> bool {
         let result = match kind {
             DemandKind::Message { mbox, msg } => {
+                if let Some(limits) = core.limits.get() {
+                    limits.release(msg.type_id());
+                }
                 if core.status() != ACTIVE {
+                    trace::emit(&core.trace, || {
+                        TraceRecord::new(TraceEvent::DroppedAtDeregistration)
+                            .agent(core.id)
+                            .mbox(*mbox)
+                            .msg(msg.message_type())
+                    });
                     return false; // deregistering or finished: dropped
                 }
                 self.guarded(|inner| inner.handle_message(*mbox, msg))
@@ -284,6 +369,7 @@ impl<A: Agent> AgentExec for Inner<A> {
     fn define(&mut self) -> Result<(), DefineError> {
         let Inner { agent, ctx, .. } = self;
         let result = agent.define(ctx);
+        self.ctx.freeze_limits();
         let applied = self.apply_pending();
         result.and(applied.map_err(DefineError::from))
     }
@@ -356,12 +442,15 @@ impl<A: Agent + Sync> SharedExec for SharedView<A> {
     }
 
     fn execute_shared(&self, core: &AgentArc, kind: &DemandKind) {
+        if let (Some(limits), DemandKind::Message { msg, .. }) = (core.limits.get(), kind) {
+            limits.release(msg.type_id());
+        }
         let inner = self.0.read_recursive();
-        let (Some(slot), DemandKind::Message { msg, .. }) = (inner.safe_slot(core, kind), kind)
+        let (Some(slot), DemandKind::Message { msg, mbox }) = (inner.safe_slot(core, kind), kind)
         else {
             return;
         };
-        let outcome = catch_unwind(AssertUnwindSafe(|| inner.call_safe(slot, msg)));
+        let outcome = catch_unwind(AssertUnwindSafe(|| inner.call_safe(slot, *mbox, msg)));
         drop(inner);
         if let Err(payload) = outcome {
             exception::react(

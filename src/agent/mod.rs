@@ -158,6 +158,9 @@ pub enum DefineError {
     /// A state could not be built or entered.
     #[error(transparent)]
     State(#[from] StateError),
+    /// A message limit could not be declared.
+    #[error(transparent)]
+    Limit(#[from] crate::limits::LimitError),
     /// The agent's own reason.
     #[error("{0}")]
     Custom(String),

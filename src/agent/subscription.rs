@@ -324,6 +324,16 @@ impl<A: Agent> Subscriptions<A> {
     }
 }
 
+/// Rule 5 of [`crate::limits`]: an agent with limits subscribes only to limited types.
+fn check_limit(me: &AgentRef, ty: MessageType) -> Result<(), SubscribeError> {
+    match me.0.limits.get() {
+        Some(table) if !table.cover(ty) => Err(SubscribeError::NoLimit {
+            type_name: ty.name(),
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// The action a new subscription carries: a fresh handler or a fixed action.
 pub(crate) enum NewAction<A: Agent> {
     Handler(EventFn<A>),
@@ -408,6 +418,8 @@ impl<'c, A: Agent> SubscriptionBuilder<'c, A> {
             ctx.states.keep(t);
         }
         let me = ctx.me()?;
+        ctx.freeze_limits();
+        check_limit(&me, ty)?;
         ctx.subs.add(&me, &mbox, ty, &states, action)
     }
 
@@ -532,6 +544,8 @@ impl<'c, A: Agent> SubscriptionBuilder<'c, A> {
     {
         let SubscriptionBuilder { ctx, mbox, .. } = self;
         let me = ctx.me()?;
+        ctx.freeze_limits();
+        check_limit(&me, MessageType::of::<M>())?;
         let h: EventFn<A> = Box::new(move |a, ctx, msg| {
             if let Some(m) = msg.downcast_ref::<M>() {
                 handler(a, ctx, m)

@@ -36,6 +36,8 @@ use crate::exception::ExceptionReaction;
 use crate::mbox::named::NamedRegistry;
 use crate::mbox::{mpmc, unique, Mbox, Repr};
 use crate::stats::{StatsController, StatsCore};
+use crate::timer::TimerThread;
+use crate::trace::{Trace, TraceFilter, TraceHub};
 
 /// Why an environment could not run.
 #[derive(Debug, Error)]
@@ -96,6 +98,8 @@ pub(crate) struct EnvInner {
     logger: Option<params::ErrorLogger>,
     autoshutdown: bool,
     pub(crate) stats: Arc<StatsCore>,
+    pub(crate) trace: Trace,
+    pub(crate) timers: TimerThread,
     /// Unique in the process, never 0.
     pub(crate) id: u64,
 }
@@ -142,6 +146,9 @@ impl Environment {
             .name("agentbox-default")
             .build()?;
         let (final_tx, final_rx) = crossbeam_channel::unbounded();
+        let trace: Trace = params
+            .tracer
+            .map(|t| Arc::new(TraceHub::new(t, params.trace_filter)));
         let env = Environment(Arc::new_cyclic(|weak| {
             let weak = WeakEnv(weak.clone());
             EnvInner {
@@ -153,7 +160,12 @@ impl Environment {
                 reaction: params.exception_reaction,
                 logger: params.error_logger,
                 autoshutdown: params.autoshutdown,
-                stats: StatsCore::new(weak.clone(), Mbox(Repr::Mpmc(mpmc::create(weak)))),
+                stats: StatsCore::new(
+                    weak.clone(),
+                    Mbox(Repr::Mpmc(mpmc::create(weak, trace.clone()))),
+                ),
+                trace,
+                timers: TimerThread::new(),
                 id: {
                     static NEXT_ENV: std::sync::atomic::AtomicU64 =
                         std::sync::atomic::AtomicU64::new(1);
@@ -161,6 +173,7 @@ impl Environment {
                 },
             }
         }));
+        env.0.timers.start().map_err(LaunchError::Spawn)?;
         let weak = env.downgrade();
         let finalizer = std::thread::Builder::new()
             .name("agentbox-finalizer".into())
@@ -181,6 +194,7 @@ impl Environment {
             }
         }
         env.0.stats.shut_down();
+        env.0.timers.stop();
         let _ = env.0.final_tx.send(FinalCmd::Exit);
         let _ = finalizer.join();
         // Joins the default dispatcher's thread (no agent is bound to it any more).
@@ -276,15 +290,20 @@ impl Environment {
 
     /// A new anonymous multi-consumer mbox.
     pub fn create_mbox(&self) -> Mbox {
-        Mbox(Repr::Mpmc(mpmc::create(self.downgrade())))
+        Mbox(Repr::Mpmc(mpmc::create(
+            self.downgrade(),
+            self.0.trace.clone(),
+        )))
     }
 
     /// The named multi-consumer mbox `name`: the same mbox while any handle to it lives,
     /// a new one after the last handle is dropped.
     pub fn named_mbox(&self, name: &str) -> Mbox {
-        Mbox(Repr::Mpmc(
-            self.0.named.get_or_create(name, self.downgrade()),
-        ))
+        Mbox(Repr::Mpmc(self.0.named.get_or_create(
+            name,
+            self.downgrade(),
+            self.0.trace.clone(),
+        )))
     }
 
     /// Number of named mboxes alive.
@@ -362,6 +381,25 @@ impl Environment {
     /// The run-time monitoring controller (off until turned on; see [`crate::stats`]).
     pub fn stats_controller(&self) -> StatsController {
         StatsController(self.0.stats.clone())
+    }
+
+    /// Replaces the delivery tracer's filter (`None`: every record passes); takes effect
+    /// for the next record on every thread. Does nothing when tracing is off (no
+    /// [`EnvParams::message_tracer`]).
+    pub fn change_trace_filter(&self, filter: Option<TraceFilter>) {
+        if let Some(hub) = &self.0.trace {
+            hub.set_filter(filter);
+        }
+    }
+
+    /// Whether a delivery tracer is installed.
+    pub fn is_tracing(&self) -> bool {
+        self.0.trace.is_some()
+    }
+
+    /// Number of timers scheduled and not yet fired for the last time or cancelled.
+    pub fn pending_timers(&self) -> usize {
+        self.0.timers.pending()
     }
 
     /// Number of registered coops (including deregistering ones not yet final).

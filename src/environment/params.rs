@@ -4,6 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::exception::ExceptionReaction;
+use crate::trace::{TraceFilter, Tracer};
 
 pub(crate) type ErrorLogger = Arc<dyn Fn(&str) + Send + Sync>;
 
@@ -25,6 +26,8 @@ pub struct EnvParams {
     pub(crate) autoshutdown: bool,
     pub(crate) exception_reaction: ExceptionReaction,
     pub(crate) error_logger: Option<ErrorLogger>,
+    pub(crate) tracer: Option<Arc<dyn Tracer>>,
+    pub(crate) trace_filter: Option<TraceFilter>,
 }
 
 impl Default for EnvParams {
@@ -33,6 +36,8 @@ impl Default for EnvParams {
             autoshutdown: true,
             exception_reaction: ExceptionReaction::Abort,
             error_logger: None,
+            tracer: None,
+            trace_filter: None,
         }
     }
 }
@@ -62,6 +67,20 @@ impl EnvParams {
         self.error_logger = Some(Arc::new(logger));
         self
     }
+
+    /// Turns message delivery tracing on, with `tracer` receiving the records (see
+    /// [`crate::trace`]). Off by default, and then it costs nothing on the message path.
+    pub fn message_tracer(mut self, tracer: Arc<dyn Tracer>) -> Self {
+        self.tracer = Some(tracer);
+        self
+    }
+
+    /// The initial trace filter (default: every record passes); see
+    /// [`Environment::change_trace_filter`](crate::Environment::change_trace_filter).
+    pub fn trace_filter(mut self, filter: TraceFilter) -> Self {
+        self.trace_filter = Some(filter);
+        self
+    }
 }
 
 impl fmt::Debug for EnvParams {
@@ -69,6 +88,7 @@ impl fmt::Debug for EnvParams {
         f.debug_struct("EnvParams")
             .field("autoshutdown", &self.autoshutdown)
             .field("exception_reaction", &self.exception_reaction)
+            .field("tracing", &self.tracer.is_some())
             .finish()
     }
 }

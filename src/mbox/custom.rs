@@ -22,7 +22,7 @@ use crate::message::{Message, MessageType, RedirectionDepth};
 ///    including when the agent finishes. Handlers themselves stay in the agent: the mbox
 ///    only learns *who* wants a type.
 /// 3. **Delivery.** [`deliver`](Self::deliver) hands the message to each subscriber that
-///    should get it with [`AgentRef::push_message`], passing this mbox's `id` (agents find
+///    should get it with [`AgentRef::push_message`], passing this mbox's `id` and the depth it was given (agents find
 ///    their handler by `(mbox id, type)`). It runs on the sender's thread, must not block,
 ///    and must not call back into the sender. A [`MessageKind::MultiConsumer`]-like mbox
 ///    must refuse [`Mutable`](crate::Mutable) messages with

@@ -26,6 +26,22 @@ pub enum SendError {
         /// The depth it arrived with.
         depth: u32,
     },
+    /// A bounded mchain is full and its overflow reaction is to refuse.
+    #[error("mchain {mbox} is full: message {type_name} refused")]
+    ChainFull {
+        /// The message type.
+        type_name: &'static str,
+        /// The chain's name.
+        mbox: String,
+    },
+    /// The mchain is closed.
+    #[error("mchain {mbox} is closed: message {type_name} refused")]
+    ChainClosed {
+        /// The message type.
+        type_name: &'static str,
+        /// The chain's name.
+        mbox: String,
+    },
     /// A custom mbox refused the message, for the reason it gives.
     #[error("mbox {mbox} refused message {type_name}: {reason}")]
     Refused {
@@ -89,6 +105,18 @@ pub enum SubscribeError {
     /// Subscriptions cannot change from a thread-safe handler.
     #[error("subscriptions cannot change from a thread-safe handler")]
     InThreadSafeHandler,
+    /// The agent declared message limits, and none covers this type.
+    #[error("the agent declared message limits but none for {type_name}")]
+    NoLimit {
+        /// The message type.
+        type_name: &'static str,
+    },
+    /// Agents cannot subscribe to this mbox (an mchain: it is read with `receive`).
+    #[error("agents cannot subscribe to {mbox}")]
+    NotSubscribable {
+        /// The mbox's name.
+        mbox: String,
+    },
     /// The agent has finished; it can subscribe to nothing any more.
     #[error("the agent has finished and can no longer subscribe")]
     AgentFinished,

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::message::Message;
+use crate::message::{Access, Message};
 
 /// A predicate that decides, on the sender's thread and before anything is queued, whether
 /// one subscriber gets one message.
@@ -37,10 +37,11 @@ impl DeliveryFilter {
         }))
     }
 
-    /// Whether the message passes the filter.
+    /// Whether the message passes the filter. An enveloped message is first revealed for
+    /// [`Access::Inspection`]; one its envelope hides is rejected.
     #[inline]
     pub fn accepts(&self, msg: &Message) -> bool {
-        (self.0)(msg)
+        msg.reveal(Access::Inspection).is_some_and(|m| (self.0)(m))
     }
 }
 

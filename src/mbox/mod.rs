@@ -175,12 +175,12 @@ impl Mbox {
         }
         match &self.0 {
             Repr::Direct(a) => {
-                crate::agent::direct_deliver(a, msg);
+                crate::agent::direct_deliver(a, msg, depth);
                 Ok(())
             }
-            Repr::Mpmc(m) => m.deliver(msg),
+            Repr::Mpmc(m) => m.deliver(msg, depth),
             Repr::Unique(m) => {
-                m.deliver(msg);
+                m.deliver(msg, depth);
                 Ok(())
             }
             Repr::Custom(c) => c.deliver(msg, depth),

@@ -9,8 +9,9 @@ use super::named::NamedRegistry;
 use super::{DeliveryFilter, MboxId, SendError, SubscribeError};
 use crate::agent::AgentRef;
 use crate::environment::WeakEnv;
-use crate::message::{Message, MessageType};
+use crate::message::{Message, MessageType, RedirectionDepth};
 use crate::small_map::SmallMap;
+use crate::trace::{self, Trace, TraceEvent, TraceRecord};
 
 /// One agent's entry for one message type. An entry may carry only a filter
 /// (`subscribed == false`): such an agent gets nothing until it subscribes.
@@ -23,16 +24,22 @@ struct Subscriber {
 pub(crate) struct MpmcMbox {
     pub(crate) id: MboxId,
     pub(crate) env: WeakEnv,
+    trace: Trace,
     name: Option<(String, Weak<NamedRegistry>)>,
     /// Subscribers per type, highest priority first, then in subscription order.
     table: RwLock<SmallMap<TypeId, Vec<Subscriber>>>,
 }
 
 impl MpmcMbox {
-    pub(crate) fn new(env: WeakEnv, name: Option<(String, Weak<NamedRegistry>)>) -> Self {
+    pub(crate) fn new(
+        env: WeakEnv,
+        trace: Trace,
+        name: Option<(String, Weak<NamedRegistry>)>,
+    ) -> Self {
         MpmcMbox {
             id: MboxId::next(),
             env,
+            trace,
             name,
             table: RwLock::new(SmallMap::default()),
         }
@@ -45,17 +52,25 @@ impl MpmcMbox {
         }
     }
 
-    pub(crate) fn deliver(&self, msg: Message) -> Result<(), SendError> {
+    pub(crate) fn deliver(&self, msg: Message, depth: RedirectionDepth) -> Result<(), SendError> {
         // Recursive read: a push may redirect (message limits) into this same mbox on this
         // thread; a plain read could deadlock behind a waiting writer.
         let table = self.table.read_recursive();
         // A type with a list is immutable: subscribing to a mutable one is refused here.
         let Some(list) = table.get(&msg.type_id()) else {
-            return self.check_immutable(&msg);
+            self.check_immutable(&msg)?;
+            trace::emit(&self.trace, || {
+                TraceRecord::new(TraceEvent::NoSubscribers)
+                    .mbox(self.id)
+                    .msg(msg.message_type())
+            });
+            return Ok(());
         };
         for s in list.iter().filter(|s| s.subscribed) {
             if s.filter.as_ref().is_none_or(|f| f.accepts(&msg)) {
-                s.agent.push_message(self.id, msg.clone());
+                s.agent.push_message(self.id, msg.clone(), depth);
+            } else {
+                s.agent.trace_filtered(self.id, &msg);
             }
         }
         Ok(())
@@ -167,6 +182,6 @@ impl Drop for MpmcMbox {
     }
 }
 
-pub(crate) fn create(env: WeakEnv) -> Arc<MpmcMbox> {
-    Arc::new(MpmcMbox::new(env, None))
+pub(crate) fn create(env: WeakEnv, trace: Trace) -> Arc<MpmcMbox> {
+    Arc::new(MpmcMbox::new(env, trace, None))
 }

@@ -7,6 +7,7 @@ use parking_lot::Mutex;
 
 use super::mpmc::MpmcMbox;
 use crate::environment::WeakEnv;
+use crate::trace::Trace;
 
 #[derive(Default)]
 pub(crate) struct NamedRegistry {
@@ -14,13 +15,19 @@ pub(crate) struct NamedRegistry {
 }
 
 impl NamedRegistry {
-    pub(crate) fn get_or_create(self: &Arc<Self>, name: &str, env: WeakEnv) -> Arc<MpmcMbox> {
+    pub(crate) fn get_or_create(
+        self: &Arc<Self>,
+        name: &str,
+        env: WeakEnv,
+        trace: Trace,
+    ) -> Arc<MpmcMbox> {
         let mut map = self.map.lock();
         if let Some(existing) = map.get(name).and_then(Weak::upgrade) {
             return existing;
         }
         let mbox = Arc::new(MpmcMbox::new(
             env,
+            trace,
             Some((name.to_owned(), Arc::downgrade(self))),
         ));
         map.insert(name.to_owned(), Arc::downgrade(&mbox));

@@ -7,8 +7,9 @@ use parking_lot::RwLock;
 use super::{MboxId, SubscribeError};
 use crate::agent::AgentRef;
 use crate::environment::WeakEnv;
-use crate::message::{Message, MessageType};
+use crate::message::{Message, MessageType, RedirectionDepth};
 use crate::small_map::SmallMap;
+use crate::trace::{self, TraceEvent, TraceRecord};
 
 pub(crate) struct UniqueMbox {
     pub(crate) id: MboxId,
@@ -25,11 +26,20 @@ impl UniqueMbox {
         }
     }
 
-    pub(crate) fn deliver(&self, msg: Message) {
+    pub(crate) fn deliver(&self, msg: Message, depth: RedirectionDepth) {
         let ty = msg.type_id();
         let table = self.table.read_recursive();
-        if let Some(agent) = table.get(&ty) {
-            agent.push_message(self.id, msg);
+        match table.get(&ty) {
+            Some(agent) => agent.push_message(self.id, msg, depth),
+            None => {
+                if let Some(env) = self.env.upgrade() {
+                    trace::emit(&env.0.trace, || {
+                        TraceRecord::new(TraceEvent::NoSubscribers)
+                            .mbox(self.id)
+                            .msg(msg.message_type())
+                    });
+                }
+            }
         }
     }
 

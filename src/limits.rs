@@ -1,0 +1,335 @@
+//! Message limits: per agent and message type, how many demands may wait in its queue, and
+//! what happens to the ones over the limit.
+//!
+//! 1. Limits are declared in [`Agent::define`](crate::Agent::define), before the agent's
+//!    first subscription (or filter); after that they are fixed and a declaration is
+//!    [`LimitError::TooLate`].
+//! 2. A limit counts one type across every mbox. Its counter goes up when a demand is
+//!    queued for the agent and down when that demand starts executing (also when it starts
+//!    and is then dropped: the agent is deregistering, no handler in the state).
+//! 3. A message that would take the counter over the limit is not queued; instead it is
+//!    dropped, aborts the process (after a log line), is redirected to another mbox, or is
+//!    transformed into another message for another mbox.
+//! 4. Redirect and transform never block (a full bounded mchain drops instead of waiting),
+//!    increment the redirection depth, and a message at depth 32 is dropped.
+//! 5. An agent that declared any limit cannot subscribe to a type that has none, unless it
+//!    declared a default limit: then that type gets its own counter with the default's
+//!    size and action.
+//! 6. Two limits for one type, or two default limits, are [`LimitError::Duplicate`].
+//!
+//! # Examples
+//!
+//! ```
+//! use agentbox::prelude::*;
+//!
+//! struct Job(u32);
+//! struct Done;
+//! struct Worker { handled: u32 }
+//!
+//! impl Agent for Worker {
+//!     fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+//!         ctx.limit_then_drop::<Job>(2)?;
+//!         ctx.limit_then_drop::<Done>(1)?;
+//!         ctx.subscribe_self().event(|a: &mut Self, _, _: &Job| a.handled += 1)?;
+//!         ctx.subscribe_self().event(|a: &mut Self, ctx, _: &Done| {
+//!             assert_eq!(a.handled, 2);
+//!             ctx.deregister_coop(DeregReason::Normal);
+//!         })?;
+//!         Ok(())
+//!     }
+//!     fn on_start(&mut self, ctx: &mut Context<Self>) {
+//!         // All six are sent before the first is handled: two fit, four are dropped.
+//!         for i in 0..6 {
+//!             send(&ctx.direct_mbox(), Job(i)).unwrap();
+//!         }
+//!         send(&ctx.direct_mbox(), Done).unwrap();
+//!     }
+//! }
+//!
+//! Environment::launch(|env| {
+//!     env.introduce_coop(|coop| { coop.add_agent(Worker { handled: 0 }); }).unwrap();
+//! }).unwrap();
+//! ```
+
+use std::any::TypeId;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+use smallvec::SmallVec;
+use thiserror::Error;
+
+use crate::agent::AgentArc;
+use crate::mbox::{Mbox, MboxId};
+use crate::message::{Access, Message, MessageType, RedirectionDepth};
+use crate::trace::{self, LimitAction, TraceEvent, TraceRecord};
+
+/// Why a limit could not be declared.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LimitError {
+    /// The type already has a limit (or a default limit was declared twice).
+    #[error("message type {type_name} already has a limit")]
+    Duplicate {
+        /// The type, or `"<default>"`.
+        type_name: &'static str,
+    },
+    /// Limits must be declared in `define`, before the first subscription.
+    #[error("message limits must be declared in define, before the agent's first subscription")]
+    TooLate,
+}
+
+/// A message a transform limit makes: the new message and where it goes.
+pub struct Transformed {
+    pub(crate) to: Mbox,
+    pub(crate) msg: Message,
+}
+
+impl Transformed {
+    /// Sends immutable `msg` to `to`.
+    pub fn new<M: Send + Sync + 'static>(to: &Mbox, msg: M) -> Self {
+        Transformed {
+            to: to.clone(),
+            msg: Message::new(msg),
+        }
+    }
+
+    /// Sends mutable `msg` to `to` (which must be a single-consumer mbox).
+    pub fn new_mutable<M: Send + 'static>(to: &Mbox, msg: M) -> Self {
+        Transformed {
+            to: to.clone(),
+            msg: Message::new_mutable(msg),
+        }
+    }
+}
+
+pub(crate) type TransformFn = Arc<dyn Fn(&Message) -> Option<Transformed> + Send + Sync>;
+
+#[derive(Clone)]
+pub(crate) enum Overflow {
+    Drop,
+    Abort,
+    Redirect(Mbox),
+    Transform(TransformFn),
+}
+
+impl Overflow {
+    fn action(&self) -> LimitAction {
+        match self {
+            Overflow::Drop => LimitAction::Drop,
+            Overflow::Abort => LimitAction::Abort,
+            Overflow::Redirect(_) => LimitAction::Redirect,
+            Overflow::Transform(_) => LimitAction::Transform,
+        }
+    }
+}
+
+#[derive(Clone)]
+pub(crate) struct Spec {
+    pub(crate) max: usize,
+    pub(crate) overflow: Overflow,
+}
+
+/// One type's counter.
+pub(crate) struct Limit {
+    spec: Spec,
+    count: AtomicUsize,
+}
+
+impl Limit {
+    fn new(spec: Spec) -> Arc<Limit> {
+        Arc::new(Limit {
+            spec,
+            count: AtomicUsize::new(0),
+        })
+    }
+
+    /// One more demand, if it fits.
+    #[inline]
+    fn take(&self) -> bool {
+        self.count
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < self.spec.max).then_some(n + 1)
+            })
+            .is_ok()
+    }
+
+    #[inline]
+    fn put_back(&self) {
+        self.count.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Limits being declared (in the agent's context, until the first subscription).
+#[derive(Default)]
+pub(crate) struct Declared {
+    types: Vec<(MessageType, Spec)>,
+    default: Option<Spec>,
+}
+
+impl Declared {
+    pub(crate) fn add(&mut self, ty: Option<MessageType>, spec: Spec) -> Result<(), LimitError> {
+        match ty {
+            Some(ty) => {
+                if self.types.iter().any(|(t, _)| *t == ty) {
+                    return Err(LimitError::Duplicate {
+                        type_name: ty.name(),
+                    });
+                }
+                self.types.push((ty, spec));
+            }
+            None => {
+                if self.default.is_some() {
+                    return Err(LimitError::Duplicate {
+                        type_name: "<default>",
+                    });
+                }
+                self.default = Some(spec);
+            }
+        }
+        Ok(())
+    }
+
+    /// The table senders read; `None` when nothing was declared.
+    pub(crate) fn build(self) -> Option<LimitTable> {
+        if self.types.is_empty() && self.default.is_none() {
+            return None;
+        }
+        Some(LimitTable {
+            fixed: self
+                .types
+                .into_iter()
+                .map(|(t, s)| (t.type_id(), Limit::new(s)))
+                .collect(),
+            default: self.default,
+            by_default: RwLock::new(Vec::new()),
+        })
+    }
+}
+
+/// An agent's limits, read by every sender to it.
+pub(crate) struct LimitTable {
+    fixed: SmallVec<[(TypeId, Arc<Limit>); 4]>,
+    default: Option<Spec>,
+    /// Types that got the default limit at subscription.
+    by_default: RwLock<Vec<(TypeId, Arc<Limit>)>>,
+}
+
+impl LimitTable {
+    fn find(&self, ty: TypeId) -> Option<Arc<Limit>> {
+        if let Some((_, l)) = self.fixed.iter().find(|(t, _)| *t == ty) {
+            return Some(l.clone());
+        }
+        self.find_default(ty)
+    }
+
+    #[cold]
+    fn find_default(&self, ty: TypeId) -> Option<Arc<Limit>> {
+        self.default.as_ref()?;
+        self.by_default
+            .read()
+            .iter()
+            .find(|(t, _)| *t == ty)
+            .map(|(_, l)| l.clone())
+    }
+
+    /// Rule 5: a subscription to `ty` needs a limit for it.
+    pub(crate) fn cover(&self, ty: MessageType) -> bool {
+        if self.find(ty.type_id()).is_some() {
+            return true;
+        }
+        let Some(spec) = &self.default else {
+            return false;
+        };
+        let mut list = self.by_default.write();
+        if !list.iter().any(|(t, _)| *t == ty.type_id()) {
+            list.push((ty.type_id(), Limit::new(spec.clone())));
+        }
+        true
+    }
+
+    /// Rule 2: takes a place for one demand of type `ty`, or returns the full limit.
+    #[inline]
+    pub(crate) fn admit(&self, ty: TypeId) -> Result<(), Arc<Limit>> {
+        match self.fixed.iter().find(|(t, _)| *t == ty) {
+            Some((_, l)) => {
+                if l.take() {
+                    Ok(())
+                } else {
+                    Err(l.clone())
+                }
+            }
+            None => self.admit_default(ty),
+        }
+    }
+
+    #[cold]
+    fn admit_default(&self, ty: TypeId) -> Result<(), Arc<Limit>> {
+        match self.find_default(ty) {
+            Some(l) if !l.take() => Err(l),
+            _ => Ok(()),
+        }
+    }
+
+    /// Rule 2: a demand of type `ty` starts executing.
+    #[inline]
+    pub(crate) fn release(&self, ty: TypeId) {
+        match self.fixed.iter().find(|(t, _)| *t == ty) {
+            Some((_, l)) => l.put_back(),
+            None => {
+                if let Some(l) = self.find_default(ty) {
+                    l.put_back()
+                }
+            }
+        }
+    }
+}
+
+/// Rules 3 and 4: what happens to a message over the limit.
+#[cold]
+#[inline(never)]
+pub(crate) fn overflow(
+    core: &AgentArc,
+    limit: &Limit,
+    mbox: MboxId,
+    msg: Message,
+    depth: RedirectionDepth,
+) {
+    trace::emit(&core.trace, || {
+        TraceRecord::new(TraceEvent::OverLimit(limit.spec.overflow.action()))
+            .agent(core.id)
+            .mbox(mbox)
+            .msg(msg.message_type())
+    });
+    match &limit.spec.overflow {
+        Overflow::Drop => {}
+        Overflow::Abort => {
+            let line = format!(
+                "agent {} is over its limit of {} for {}: aborting",
+                core.id,
+                limit.spec.max,
+                msg.message_type().name()
+            );
+            match core.env.upgrade() {
+                Some(env) => env.log_error(&line),
+                None => eprintln!("agentbox: {line}"),
+            }
+            std::process::abort();
+        }
+        Overflow::Redirect(to) => {
+            crate::mchain::without_waiting(|| {
+                let _ = to.deliver(msg, depth + 1);
+            });
+        }
+        Overflow::Transform(f) => {
+            let Some(payload) = msg.reveal(Access::Transformation) else {
+                return;
+            };
+            if let Some(t) = f(payload) {
+                crate::mchain::without_waiting(|| {
+                    let _ = t.to.deliver(t.msg, depth + 1);
+                });
+            }
+        }
+    }
+}

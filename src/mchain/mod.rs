@@ -1,0 +1,510 @@
+//! Message chains: CSP-style channels that are also mboxes.
+//!
+//! An mchain is a queue of messages that any thread reads with [`receive`] or [`select`]
+//! (agents cannot subscribe to it). Anything that sends to an mbox can send to it through
+//! [`MChain::as_mbox`]: agents, timers, message limits. It is a single-consumer mbox, so
+//! [`Mutable`](crate::Mutable) messages go through it.
+//!
+//! 1. **Capacity.** Unbounded, or bounded to `n` messages.
+//! 2. **Full.** A send to a full bounded chain first waits for room up to the chain's
+//!    wait timeout (if it has one), then applies the overflow reaction:
+//!    [`OverflowReaction::DropNewest`] (the new message is dropped, the send succeeds),
+//!    [`OverflowReaction::RemoveOldest`] (the oldest queued message goes),
+//!    [`OverflowReaction::Error`] ([`SendError::ChainFull`]), or
+//!    [`OverflowReaction::Abort`] (log, then abort the process).
+//! 3. **Never blocking where it must not.** Timer deliveries, and redirections and
+//!    transformations by message limits, never wait: they go straight to the overflow
+//!    reaction.
+//! 4. **Close.** [`CloseMode::DropContent`] empties the chain; [`CloseMode::RetainContent`]
+//!    lets readers take what is left. Sends to a closed chain fail with
+//!    [`SendError::ChainClosed`]; readers of a closed, empty chain return at once with
+//!    [`ReceiveStatus::Closed`].
+//! 5. **Notification.** An optional hook runs (outside the chain's lock) each time the
+//!    chain goes from empty to not empty.
+//!
+//! # Examples
+//!
+//! ```
+//! use std::time::Duration;
+//! use agentbox::prelude::*;
+//! use agentbox::mchain::{receive, Handlers, MChainParams, ReceiveParams, ReceiveStatus};
+//!
+//! Environment::launch(|env| {
+//!     let chain = env.create_mchain(MChainParams::bounded(8));
+//!     send(&chain.as_mbox(), 1u32).unwrap();
+//!     send(&chain.as_mbox(), "two").unwrap();
+//!     send(&chain.as_mbox(), 3u32).unwrap();
+//!
+//!     let mut sum = 0;
+//!     let mut words = Vec::new();
+//!     let result = receive(
+//!         &chain,
+//!         ReceiveParams::new().handle_n(3).empty_timeout(Duration::from_millis(10)),
+//!         &mut Handlers::new()
+//!             .on(|n: &u32| sum += n)
+//!             .on(|s: &&str| words.push(s.to_string())),
+//!     );
+//!     assert_eq!(result.handled, 3);
+//!     assert_eq!(result.status, ReceiveStatus::Completed);
+//!     assert_eq!(sum, 4);
+//!     assert_eq!(words, ["two"]);
+//! }).unwrap();
+//! ```
+
+mod receive;
+mod select;
+
+use std::cell::Cell;
+use std::collections::VecDeque;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+pub use receive::{receive, Handlers, ReceiveParams, ReceiveResult, ReceiveStatus};
+pub use select::{receive_case, select, send_case, SelectCase, SelectParams, SelectResult};
+
+use crate::agent::AgentRef;
+use crate::environment::{Environment, WeakEnv};
+use crate::mbox::{DeliveryFilter, Mbox, MboxId, MboxImpl, MboxKind, SendError, SubscribeError};
+use crate::message::{Message, MessageType, RedirectionDepth};
+
+thread_local! {
+    static NO_WAIT: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Runs `f` in a context where sends to full chains never wait (timer thread, limits).
+pub(crate) fn without_waiting<R>(f: impl FnOnce() -> R) -> R {
+    NO_WAIT.with(|c| c.set(c.get() + 1));
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            NO_WAIT.with(|c| c.set(c.get() - 1));
+        }
+    }
+    let _reset = Reset;
+    f()
+}
+
+fn may_wait() -> bool {
+    NO_WAIT.with(|c| c.get() == 0)
+}
+
+/// What a send to a full bounded chain does after any waiting.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum OverflowReaction {
+    /// The new message is dropped; the send succeeds.
+    DropNewest,
+    /// The oldest queued message is dropped to make room.
+    RemoveOldest,
+    /// The send fails with [`SendError::ChainFull`].
+    Error,
+    /// A log line, then the process aborts.
+    Abort,
+}
+
+/// How [`MChain::close`] treats queued messages.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum CloseMode {
+    /// Queued messages are dropped.
+    DropContent,
+    /// Readers may still take queued messages.
+    RetainContent,
+}
+
+type Notifier = Arc<dyn Fn() + Send + Sync>;
+
+/// Parameters of a new chain, for [`Environment::create_mchain`].
+#[derive(Clone)]
+pub struct MChainParams {
+    capacity: Option<usize>,
+    wait: Option<Duration>,
+    overflow: OverflowReaction,
+    notifier: Option<Notifier>,
+    name: Option<String>,
+}
+
+impl MChainParams {
+    /// An unbounded chain.
+    pub fn unbounded() -> Self {
+        MChainParams {
+            capacity: None,
+            wait: None,
+            overflow: OverflowReaction::DropNewest,
+            notifier: None,
+            name: None,
+        }
+    }
+
+    /// A chain of at most `capacity` messages (at least 1), by default not waiting and
+    /// dropping the newest message when full.
+    pub fn bounded(capacity: usize) -> Self {
+        MChainParams {
+            capacity: Some(capacity.max(1)),
+            ..Self::unbounded()
+        }
+    }
+
+    /// Senders to a full chain wait up to `timeout` for room before the overflow reaction.
+    pub fn wait_on_full(mut self, timeout: Duration) -> Self {
+        self.wait = Some(timeout);
+        self
+    }
+
+    /// What happens to a send to a full chain (default [`OverflowReaction::DropNewest`]).
+    pub fn overflow(mut self, reaction: OverflowReaction) -> Self {
+        self.overflow = reaction;
+        self
+    }
+
+    /// A hook called each time the chain goes from empty to not empty, on the sender's
+    /// thread, outside the chain's lock.
+    pub fn not_empty_notificator<F: Fn() + Send + Sync + 'static>(mut self, f: F) -> Self {
+        self.notifier = Some(Arc::new(f));
+        self
+    }
+
+    /// A name for diagnostics.
+    pub fn name(mut self, name: &str) -> Self {
+        self.name = Some(name.to_owned());
+        self
+    }
+}
+
+impl fmt::Debug for MChainParams {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MChainParams")
+            .field("capacity", &self.capacity)
+            .field("wait", &self.wait)
+            .field("overflow", &self.overflow)
+            .finish()
+    }
+}
+
+/// A handle to a message chain; cheap to clone.
+#[derive(Clone)]
+pub struct MChain(pub(crate) Arc<Chain>);
+
+/// Wakes one `select` call waiting on several chains.
+pub(crate) struct Waker {
+    woken: Mutex<bool>,
+    cond: Condvar,
+}
+
+impl Waker {
+    pub(crate) fn new() -> Arc<Waker> {
+        Arc::new(Waker {
+            woken: Mutex::new(false),
+            cond: Condvar::new(),
+        })
+    }
+
+    fn wake(&self) {
+        *self.woken.lock() = true;
+        self.cond.notify_all();
+    }
+
+    /// Waits until woken or `deadline`; consumes the wake-up.
+    pub(crate) fn wait(&self, deadline: Option<Instant>) {
+        let mut woken = self.woken.lock();
+        if !*woken {
+            match deadline {
+                Some(d) => {
+                    self.cond.wait_until(&mut woken, d);
+                }
+                None => self.cond.wait(&mut woken),
+            }
+        }
+        *woken = false;
+    }
+}
+
+pub(crate) struct State {
+    pub(crate) queue: VecDeque<Message>,
+    pub(crate) closed: bool,
+    /// `select` calls waiting on this chain.
+    wakers: Vec<Weak<Waker>>,
+}
+
+pub(crate) struct Chain {
+    id: MboxId,
+    env: WeakEnv,
+    params: MChainParams,
+    pub(crate) state: Mutex<State>,
+    not_empty: Condvar,
+    not_full: Condvar,
+    closed_flag: AtomicBool,
+}
+
+impl Environment {
+    /// A new message chain.
+    pub fn create_mchain(&self, params: MChainParams) -> MChain {
+        MChain(Arc::new(Chain {
+            id: MboxId::next(),
+            env: self.downgrade(),
+            params,
+            state: Mutex::new(State {
+                queue: VecDeque::new(),
+                closed: false,
+                wakers: Vec::new(),
+            }),
+            not_empty: Condvar::new(),
+            not_full: Condvar::new(),
+            closed_flag: AtomicBool::new(false),
+        }))
+    }
+}
+
+impl MChain {
+    /// The chain as an mbox, to send to.
+    pub fn as_mbox(&self) -> Mbox {
+        Mbox::custom(self.0.clone())
+    }
+
+    /// Sends immutable `msg` into the chain (shorthand for sending to [`as_mbox`](Self::as_mbox)).
+    ///
+    /// # Errors
+    ///
+    /// [`SendError::ChainClosed`], or [`SendError::ChainFull`] with
+    /// [`OverflowReaction::Error`].
+    pub fn send<M: Send + Sync + 'static>(&self, msg: M) -> Result<(), SendError> {
+        self.0.push(Message::new(msg))
+    }
+
+    /// Closes the chain; see [`CloseMode`]. Closing twice does nothing more.
+    pub fn close(&self, mode: CloseMode) {
+        let dropped = {
+            let mut st = self.0.state.lock();
+            st.closed = true;
+            self.0.closed_flag.store(true, Ordering::Release);
+            let dropped = match mode {
+                CloseMode::DropContent => std::mem::take(&mut st.queue),
+                CloseMode::RetainContent => VecDeque::new(),
+            };
+            self.0.wake_all(&mut st);
+            dropped
+        };
+        drop(dropped);
+    }
+
+    /// Whether the chain is closed.
+    pub fn is_closed(&self) -> bool {
+        self.0.closed_flag.load(Ordering::Acquire)
+    }
+
+    /// Number of queued messages.
+    pub fn len(&self) -> usize {
+        self.0.state.lock().queue.len()
+    }
+
+    /// Whether no message is queued.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The chain's id (also its mbox's id).
+    pub fn id(&self) -> MboxId {
+        self.0.id
+    }
+}
+
+impl fmt::Debug for MChain {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "MChain({})", self.0.name())
+    }
+}
+
+impl Chain {
+    fn name(&self) -> String {
+        match &self.params.name {
+            Some(n) => n.clone(),
+            None => format!("mchain:{}", self.id.as_u64()),
+        }
+    }
+
+    /// Wakes blocked readers and writers and every `select` registered here.
+    fn wake_all(&self, st: &mut State) {
+        self.not_empty.notify_all();
+        self.not_full.notify_all();
+        st.wakers.retain(|w| match w.upgrade() {
+            Some(w) => {
+                w.wake();
+                true
+            }
+            None => false,
+        });
+    }
+
+    pub(crate) fn add_waker(&self, w: &Arc<Waker>) {
+        self.state.lock().wakers.push(Arc::downgrade(w));
+    }
+
+    pub(crate) fn remove_waker(&self, w: &Arc<Waker>) {
+        self.state
+            .lock()
+            .wakers
+            .retain(|x| x.strong_count() > 0 && !std::ptr::eq(x.as_ptr(), Arc::as_ptr(w)));
+    }
+
+    fn is_full(&self, st: &State) -> bool {
+        self.params.capacity.is_some_and(|c| st.queue.len() >= c)
+    }
+
+    fn closed_error(&self, msg: &Message) -> SendError {
+        SendError::ChainClosed {
+            type_name: msg.message_type().name(),
+            mbox: self.name(),
+        }
+    }
+
+    /// Rules 2–5.
+    pub(crate) fn push(&self, msg: Message) -> Result<(), SendError> {
+        self.push_with(msg, false).map(|_| ())
+    }
+
+    /// A send that never waits and never applies the overflow reaction: the message comes
+    /// back (`Ok(Some(msg))`) if the chain is full.
+    pub(crate) fn try_push(&self, msg: Message) -> Result<Option<Message>, SendError> {
+        self.push_with(msg, true)
+    }
+
+    fn push_with(&self, msg: Message, give_back: bool) -> Result<Option<Message>, SendError> {
+        let mut st = self.state.lock();
+        if st.closed {
+            return Err(self.closed_error(&msg));
+        }
+        let mut dropped = None;
+        if give_back && self.is_full(&st) {
+            return Ok(Some(msg));
+        }
+        if self.is_full(&st) {
+            if let (Some(wait), true) = (self.params.wait, may_wait()) {
+                let deadline = Instant::now() + wait;
+                while self.is_full(&st) && !st.closed {
+                    if self.not_full.wait_until(&mut st, deadline).timed_out() {
+                        break;
+                    }
+                }
+                if st.closed {
+                    return Err(self.closed_error(&msg));
+                }
+            }
+            if self.is_full(&st) {
+                match self.params.overflow {
+                    OverflowReaction::DropNewest => return Ok(None),
+                    OverflowReaction::RemoveOldest => dropped = st.queue.pop_front(),
+                    OverflowReaction::Error => {
+                        return Err(SendError::ChainFull {
+                            type_name: msg.message_type().name(),
+                            mbox: self.name(),
+                        })
+                    }
+                    OverflowReaction::Abort => {
+                        let line = format!(
+                            "mchain {} is full: aborting on {}",
+                            self.name(),
+                            msg.message_type().name()
+                        );
+                        drop(st);
+                        match self.env.upgrade() {
+                            Some(env) => env.log_error(&line),
+                            None => eprintln!("agentbox: {line}"),
+                        }
+                        std::process::abort();
+                    }
+                }
+            }
+        }
+        let was_empty = st.queue.is_empty();
+        st.queue.push_back(msg);
+        self.not_empty.notify_one();
+        if !st.wakers.is_empty() {
+            self.wake_all(&mut st);
+        }
+        drop(st);
+        drop(dropped);
+        if was_empty {
+            if let Some(n) = &self.params.notifier {
+                n();
+            }
+        }
+        Ok(None)
+    }
+
+    /// Takes the next message, waiting until `deadline` (`None`: forever) for one.
+    /// `Err(true)`: closed and empty; `Err(false)`: timed out.
+    pub(crate) fn pop(&self, deadline: Option<Instant>) -> Result<Message, bool> {
+        let mut st = self.state.lock();
+        loop {
+            if let Some(m) = st.queue.pop_front() {
+                self.after_pop(&mut st);
+                return Ok(m);
+            }
+            if st.closed {
+                return Err(true);
+            }
+            match deadline {
+                Some(d) => {
+                    if Instant::now() >= d || self.not_empty.wait_until(&mut st, d).timed_out() {
+                        if let Some(m) = st.queue.pop_front() {
+                            self.after_pop(&mut st);
+                            return Ok(m);
+                        }
+                        return Err(st.closed);
+                    }
+                }
+                None => self.not_empty.wait(&mut st),
+            }
+        }
+    }
+
+    pub(crate) fn after_pop(&self, st: &mut State) {
+        if self.params.capacity.is_some() {
+            self.not_full.notify_one();
+            if !st.wakers.is_empty() {
+                self.wake_all(st);
+            }
+        }
+    }
+}
+
+impl MboxImpl for Chain {
+    fn id(&self) -> MboxId {
+        self.id
+    }
+
+    fn kind(&self) -> MboxKind {
+        MboxKind::SingleConsumer
+    }
+
+    fn subscribe(&self, _ty: MessageType, _who: &AgentRef) -> Result<(), SubscribeError> {
+        Err(SubscribeError::NotSubscribable { mbox: self.name() })
+    }
+
+    fn unsubscribe(&self, _ty: MessageType, _who: &AgentRef) {}
+
+    fn deliver(&self, msg: Message, _depth: RedirectionDepth) -> Result<(), SendError> {
+        self.push(msg)
+    }
+
+    fn set_delivery_filter(
+        &self,
+        _ty: MessageType,
+        _filter: DeliveryFilter,
+        _who: &AgentRef,
+    ) -> Result<(), SubscribeError> {
+        Err(SubscribeError::FiltersUnsupported { mbox: self.name() })
+    }
+
+    fn drop_delivery_filter(&self, _ty: MessageType, _who: &AgentRef) {}
+
+    fn name(&self) -> String {
+        Chain::name(self)
+    }
+
+    fn environment(&self) -> Option<Environment> {
+        self.env.upgrade()
+    }
+}

@@ -1,0 +1,150 @@
+//! Synchronous request/reply: a caller blocks until an agent answers.
+//!
+//! [`request_reply`] sends a [`Request<Req, Rep>`] to an mbox and blocks the calling thread
+//! until one of:
+//!
+//! 1. a handler calls [`Request::reply`]: the value is returned;
+//! 2. the timeout passes: [`RequestError::Timeout`];
+//! 3. every copy of the request is dropped with no reply (nobody subscribed, a filter or
+//!    a limit refused it, the handler returned without replying, the agent deregistered):
+//!    [`RequestError::Dropped`], at once rather than at the timeout.
+//!
+//! Only the first reply counts; a second one is [`ReplyError::AlreadyReplied`].
+//!
+//! Do not call it from an agent's handler for a request to that same agent (or to an agent
+//! on the same `one_thread` dispatcher): the answer could only be produced by the thread
+//! that is waiting for it, and the call ends at the timeout.
+//!
+//! # Examples
+//!
+//! ```
+//! use std::time::Duration;
+//! use agentbox::prelude::*;
+//! use agentbox::request::{request_reply, Request, RequestError};
+//!
+//! struct Squarer;
+//! impl Agent for Squarer {
+//!     fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+//!         let service = ctx.environment().named_mbox("squarer");
+//!         ctx.subscribe(&service).event(|_: &mut Self, _, r: &Request<u64, u64>| {
+//!             r.reply(r.get() * r.get()).unwrap();
+//!         })?;
+//!         Ok(())
+//!     }
+//! }
+//!
+//! Environment::launch(|env| {
+//!     env.introduce_coop(|coop| { coop.add_agent(Squarer); }).unwrap();
+//!     let service = env.named_mbox("squarer");
+//!     assert_eq!(request_reply::<u64, u64>(&service, Duration::from_secs(30), 7), Ok(49));
+//!     // Nobody handles a `Request<u64, String>`: it fails fast.
+//!     assert_eq!(
+//!         request_reply::<u64, String>(&service, Duration::from_secs(30), 7),
+//!         Err(RequestError::Dropped)
+//!     );
+//!     env.stop();
+//! }).unwrap();
+//! ```
+
+use std::fmt;
+use std::time::Duration;
+
+use crossbeam_channel::{RecvTimeoutError, Sender};
+use parking_lot::Mutex;
+use thiserror::Error;
+
+use crate::mbox::{Mbox, SendError};
+
+/// A request carrying `Req` and waiting for one `Rep`; the message type agents subscribe to.
+pub struct Request<Req, Rep> {
+    request: Req,
+    reply_to: Mutex<Option<Sender<Rep>>>,
+}
+
+impl<Req, Rep> Request<Req, Rep> {
+    /// The request's payload.
+    pub fn get(&self) -> &Req {
+        &self.request
+    }
+
+    /// Answers the request.
+    ///
+    /// # Errors
+    ///
+    /// [`ReplyError::AlreadyReplied`] for a second reply; [`ReplyError::RequesterGone`]
+    /// when the caller stopped waiting (timed out).
+    pub fn reply(&self, reply: Rep) -> Result<(), ReplyError> {
+        let tx = self
+            .reply_to
+            .lock()
+            .take()
+            .ok_or(ReplyError::AlreadyReplied)?;
+        tx.send(reply).map_err(|_| ReplyError::RequesterGone)
+    }
+
+    /// Whether a reply was given already.
+    pub fn is_replied(&self) -> bool {
+        self.reply_to.lock().is_none()
+    }
+}
+
+impl<Req: fmt::Debug, Rep> fmt::Debug for Request<Req, Rep> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Request")
+            .field("request", &self.request)
+            .field("replied", &self.is_replied())
+            .finish()
+    }
+}
+
+/// Why [`request_reply`] returned no value.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RequestError {
+    /// No reply within the timeout.
+    #[error("no reply within the timeout")]
+    Timeout,
+    /// The request was dropped without a reply.
+    #[error("the request was dropped without a reply")]
+    Dropped,
+    /// The mbox refused the request.
+    #[error(transparent)]
+    Send(#[from] SendError),
+}
+
+/// Why [`Request::reply`] failed.
+#[derive(Debug, Error, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReplyError {
+    /// The request has been answered already.
+    #[error("the request has been answered already")]
+    AlreadyReplied,
+    /// The caller no longer waits for the reply.
+    #[error("the requester no longer waits for the reply")]
+    RequesterGone,
+}
+
+/// Sends `request` to `to` and waits up to `timeout` for the reply (see the module docs).
+///
+/// # Errors
+///
+/// [`RequestError`].
+pub fn request_reply<Req, Rep>(
+    to: &Mbox,
+    timeout: Duration,
+    request: Req,
+) -> Result<Rep, RequestError>
+where
+    Req: Send + Sync + 'static,
+    Rep: Send + 'static,
+{
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    to.send(Request {
+        request,
+        reply_to: Mutex::new(Some(tx)),
+    })?;
+    rx.recv_timeout(timeout).map_err(|e| match e {
+        RecvTimeoutError::Timeout => RequestError::Timeout,
+        RecvTimeoutError::Disconnected => RequestError::Dropped,
+    })
+}

@@ -408,6 +408,269 @@ macro_rules! dispatcher_suite {
                     );
                 });
             }
+
+            // ---- timers, limits, request/reply (issue 4) on this dispatcher ----
+
+            struct Tick;
+            struct Stop;
+
+            /// Runs one agent built by `make` on this dispatcher until it deregisters.
+            fn run_on<A: Agent>(make: impl FnOnce(&Environment) -> A + Send + 'static) {
+                within_patience(move || {
+                    Environment::launch(move |env| {
+                        let b = binder(env);
+                        let agent = make(env);
+                        env.introduce_coop(|coop| {
+                            coop.set_binder(b);
+                            coop.add_agent(agent);
+                        })
+                        .unwrap();
+                    })
+                    .unwrap();
+                });
+            }
+
+            struct Periodic {
+                ticks: Arc<AtomicUsize>,
+                timer: Option<agentbox::TimerHandle>,
+            }
+            impl Agent for Periodic {
+                fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+                    ctx.subscribe_self().event(|a: &mut Self, ctx, _: &Tick| {
+                        if a.ticks.fetch_add(1, Ordering::SeqCst) + 1 == 5 {
+                            a.timer = None; // the last handle
+                            let me = ctx.direct_mbox();
+                            agentbox::send_delayed(&me, std::time::Duration::from_millis(60), Stop)
+                                .unwrap()
+                                .detach();
+                        }
+                    })?;
+                    ctx.subscribe_self().event(|_: &mut Self, ctx, _: &Stop| {
+                        ctx.deregister_coop(DeregReason::Normal)
+                    })?;
+                    Ok(())
+                }
+                fn on_start(&mut self, ctx: &mut Context<Self>) {
+                    let me = ctx.direct_mbox();
+                    let period = std::time::Duration::from_millis(2);
+                    self.timer = Some(agentbox::send_periodic(&me, period, period, Tick).unwrap());
+                }
+            }
+
+            #[test]
+            fn periodic_timer_dropped_after_the_fifth_tick_gives_exactly_five() {
+                let ticks = Arc::new(AtomicUsize::new(0));
+                let t = ticks.clone();
+                run_on(move |_| Periodic {
+                    ticks: t,
+                    timer: None,
+                });
+                assert_eq!(ticks.load(Ordering::SeqCst), 5);
+            }
+
+            struct Revoker {
+                handled: Arc<AtomicUsize>,
+            }
+            impl Agent for Revoker {
+                fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+                    let h = self.handled.clone();
+                    ctx.subscribe_self()
+                        .event(move |_: &mut Self, _, _: &Tick| {
+                            h.fetch_add(1, Ordering::SeqCst);
+                        })?;
+                    ctx.subscribe_self().event(|_: &mut Self, ctx, _: &Stop| {
+                        ctx.deregister_coop(DeregReason::Normal)
+                    })?;
+                    Ok(())
+                }
+                fn on_start(&mut self, ctx: &mut Context<Self>) {
+                    let me = ctx.direct_mbox();
+                    let timer =
+                        agentbox::send_delayed(&me, std::time::Duration::ZERO, Tick).unwrap();
+                    // Wait (inside this handler, so the copy cannot be handled yet) until
+                    // the timer has fired and its copy sits in our queue.
+                    while ctx.environment().pending_timers() > 0 {
+                        std::thread::yield_now();
+                    }
+                    timer.cancel();
+                    send(&me, Stop).unwrap();
+                }
+            }
+
+            #[test]
+            fn a_cancelled_timers_queued_copy_is_never_handled() {
+                let handled = Arc::new(AtomicUsize::new(0));
+                let h = handled.clone();
+                run_on(move |_| Revoker { handled: h });
+                assert_eq!(handled.load(Ordering::SeqCst), 0);
+            }
+
+            struct Job(u32);
+            struct Hold(Arc<AtomicBool>);
+            struct Limited {
+                log: Log,
+                next: Option<Mbox>,
+                max: usize,
+            }
+            impl Agent for Limited {
+                fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+                    match &self.next {
+                        Some(next) => ctx.limit_then_redirect::<Job>(self.max, next)?,
+                        None => ctx.limit_then_drop::<Job>(self.max)?,
+                    }
+                    ctx.limit_then_drop::<Hold>(1)?;
+                    let me = ctx.direct_mbox();
+                    // Holds the agent (its later demands wait behind) until released.
+                    ctx.subscribe_self().event(|_: &mut Self, _, h: &Hold| {
+                        while !h.0.load(Ordering::SeqCst) {
+                            std::thread::yield_now();
+                        }
+                    })?;
+                    ctx.subscribe_self()
+                        .event(move |a: &mut Self, _, j: &Job| {
+                            a.log.push(format!("{} {}", me.id().as_u64(), j.0));
+                        })?;
+                    Ok(())
+                }
+            }
+
+            /// Eight jobs to the first of three agents, each with a limit of 2, the first
+            /// two redirecting to the next and the last dropping: exactly 2 handled by each.
+            /// Every agent is held busy (a `Hold` queued before the jobs) until all eight are
+            /// sent, so no job starts, and frees its place, in between.
+            #[test]
+            fn drop_limit_handles_exactly_the_limit_and_redirect_chains_pass_the_rest() {
+                within_patience(|| {
+                    let log = Log::new();
+                    let l = log.clone();
+                    Environment::launch(move |env| {
+                        let b = binder(env);
+                        let agents = env
+                            .introduce_coop(|coop| {
+                                coop.set_binder(b);
+                                let third = coop.add_agent(Limited {
+                                    log: l.clone(),
+                                    next: None,
+                                    max: 2,
+                                });
+                                let second = coop.add_agent(Limited {
+                                    log: l.clone(),
+                                    next: Some(third.clone()),
+                                    max: 2,
+                                });
+                                let first = coop.add_agent(Limited {
+                                    log: l.clone(),
+                                    next: Some(second.clone()),
+                                    max: 2,
+                                });
+                                [first, second, third]
+                            })
+                            .unwrap();
+                        let released = Arc::new(AtomicBool::new(false));
+                        for a in &agents {
+                            send(a, Hold(released.clone())).unwrap();
+                        }
+                        for i in 0..8 {
+                            send(&agents[0], Job(i)).unwrap();
+                        }
+                        released.store(true, Ordering::SeqCst);
+                        // Every job is queued or dropped by now: wait for the six queued.
+                        let deadline = std::time::Instant::now() + $crate::common::PATIENCE;
+                        while l.len() < 6 && std::time::Instant::now() < deadline {
+                            std::thread::sleep(std::time::Duration::from_millis(1));
+                        }
+                        env.stop();
+                    })
+                    .unwrap();
+                    let got = log.get();
+                    assert_eq!(got.len(), 6, "{got:?}");
+                    let mut per_agent = std::collections::BTreeMap::new();
+                    for line in &got {
+                        *per_agent
+                            .entry(line.split(' ').next().unwrap().to_owned())
+                            .or_insert(0) += 1;
+                    }
+                    assert_eq!(
+                        per_agent.values().copied().collect::<Vec<_>>(),
+                        [2, 2, 2],
+                        "{got:?}"
+                    );
+                });
+            }
+
+            struct Timed {
+                log: Log,
+                waiting: State,
+                expired: State,
+            }
+            impl Agent for Timed {
+                fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+                    ctx.time_limit(
+                        &self.waiting,
+                        std::time::Duration::from_millis(20),
+                        &self.expired,
+                    )?;
+                    let log = self.log.clone();
+                    ctx.on_enter(&self.expired, move |_, ctx| {
+                        log.push("expired");
+                        ctx.deregister_coop(DeregReason::Normal);
+                    });
+                    Ok(())
+                }
+                fn on_start(&mut self, ctx: &mut Context<Self>) {
+                    ctx.change_state(&self.waiting).unwrap();
+                }
+            }
+
+            #[test]
+            fn a_state_time_limit_switches_to_its_target() {
+                let log = Log::new();
+                let l = log.clone();
+                run_on(move |_| Timed {
+                    log: l,
+                    waiting: State::new("waiting"),
+                    expired: State::new("expired"),
+                });
+                assert_eq!(log.get(), ["expired"]);
+            }
+
+            struct Service;
+            impl Agent for Service {
+                fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+                    let m = ctx.environment().named_mbox("service");
+                    ctx.subscribe(&m).event(
+                        |_: &mut Self, _, r: &agentbox::request::Request<u32, u32>| {
+                            r.reply(r.get() + 1).unwrap();
+                        },
+                    )?;
+                    Ok(())
+                }
+            }
+
+            #[test]
+            fn request_reply_gets_the_agents_answer() {
+                within_patience(|| {
+                    Environment::launch(|env| {
+                        let b = binder(env);
+                        env.introduce_coop(|coop| {
+                            coop.set_binder(b);
+                            coop.add_agent(Service);
+                        })
+                        .unwrap();
+                        let m = env.named_mbox("service");
+                        for i in 0..50u32 {
+                            let r = agentbox::request::request_reply::<u32, u32>(
+                                &m,
+                                $crate::common::PATIENCE,
+                                i,
+                            );
+                            assert_eq!(r, Ok(i + 1));
+                        }
+                        env.stop();
+                    })
+                    .unwrap();
+                });
+            }
         }
     };
 }

@@ -1,0 +1,316 @@
+//! Timers: delayed and periodic sends, handles, revocation, state time limits.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use agentbox::mchain::{receive, Handlers, MChainParams, ReceiveParams, ReceiveStatus};
+use agentbox::prelude::*;
+use agentbox::{send_delayed, send_delayed_mutable, send_periodic, TimerError};
+use common::{within_patience, Log, PATIENCE};
+
+fn with_env(f: impl FnOnce(&Environment) + Send + 'static) {
+    within_patience(move || {
+        Environment::launch(move |env| {
+            f(env);
+            env.stop();
+        })
+        .unwrap();
+    });
+}
+
+#[test]
+fn a_zero_delay_is_delivered() {
+    with_env(|env| {
+        let chain = env.create_mchain(MChainParams::unbounded());
+        send_delayed(&chain.as_mbox(), Duration::ZERO, 7u8)
+            .unwrap()
+            .detach();
+        let mut got = None;
+        let r = receive(
+            &chain,
+            ReceiveParams::new().handle_n(1).total_time(PATIENCE),
+            &mut Handlers::new().on(|v: &u8| got = Some(*v)),
+        );
+        assert_eq!(r.status, ReceiveStatus::Completed);
+        assert_eq!(got, Some(7));
+    });
+}
+
+#[test]
+fn a_periodic_timer_delivers_the_same_instance_each_period() {
+    with_env(|env| {
+        let chain = env.create_mchain(MChainParams::unbounded());
+        let timer = send_periodic(
+            &chain.as_mbox(),
+            Duration::ZERO,
+            Duration::from_millis(1),
+            String::from("tick"),
+        )
+        .unwrap();
+        let mut addresses = Vec::new();
+        receive(
+            &chain,
+            ReceiveParams::new().handle_n(3).total_time(PATIENCE),
+            &mut Handlers::new().on(|s: &String| addresses.push(s as *const String as usize)),
+        );
+        drop(timer);
+        assert_eq!(addresses.len(), 3);
+        assert!(addresses.windows(2).all(|w| w[0] == w[1]), "{addresses:?}");
+    });
+}
+
+#[test]
+fn dropping_the_last_handle_cancels_but_a_clone_keeps_it() {
+    with_env(|env| {
+        let chain = env.create_mchain(MChainParams::unbounded());
+        let timer = send_delayed(&chain.as_mbox(), Duration::from_millis(30), 1u8).unwrap();
+        let clone = timer.clone();
+        drop(timer);
+        assert!(clone.is_active());
+        assert_eq!(env.pending_timers(), 1);
+        drop(clone);
+        assert_eq!(env.pending_timers(), 0);
+        // Nothing arrives, even well after the deadline.
+        let r = receive(
+            &chain,
+            ReceiveParams::new().empty_timeout(Duration::from_millis(100)),
+            &mut Handlers::new().on(|_: &u8| {}),
+        );
+        assert_eq!(r.extracted, 0);
+    });
+}
+
+#[test]
+fn a_detached_timer_fires_and_cancel_after_firing_revokes_the_queued_copy() {
+    with_env(|env| {
+        let chain = env.create_mchain(MChainParams::unbounded());
+        send_delayed(&chain.as_mbox(), Duration::ZERO, 1u8)
+            .unwrap()
+            .detach();
+        let revoked = send_delayed(&chain.as_mbox(), Duration::ZERO, 2u8).unwrap();
+        // Both fired (the chain holds both copies); then one is cancelled.
+        let deadline = Instant::now() + PATIENCE;
+        while chain.len() < 2 && Instant::now() < deadline {
+            std::thread::yield_now();
+        }
+        assert!(!revoked.is_active()); // a one-shot timer that fired is no longer active
+        revoked.cancel();
+        let mut got = Vec::new();
+        let r = receive(
+            &chain,
+            ReceiveParams::new().no_wait(),
+            &mut Handlers::new().on(|v: &u8| got.push(*v)),
+        );
+        assert_eq!(r.extracted, 2);
+        assert_eq!(r.handled, 1);
+        assert_eq!(got, [1]);
+    });
+}
+
+#[test]
+fn mutable_timer_messages_follow_the_mutable_rules() {
+    with_env(|env| {
+        let mpmc = env.create_mbox();
+        assert!(matches!(
+            send_delayed_mutable(&mpmc, Duration::ZERO, 1u8),
+            Err(TimerError::MutableToMultiConsumer { .. })
+        ));
+        let chain = env.create_mchain(MChainParams::unbounded());
+        assert!(matches!(
+            agentbox::schedule_message(
+                &chain.as_mbox(),
+                agentbox::Message::new_mutable(1u8),
+                Duration::ZERO,
+                Some(Duration::from_millis(1)),
+            ),
+            Err(TimerError::MutablePeriodic { .. })
+        ));
+        send_delayed_mutable(&chain.as_mbox(), Duration::ZERO, String::from("moved"))
+            .unwrap()
+            .detach();
+        let mut got = String::new();
+        receive(
+            &chain,
+            ReceiveParams::new().handle_n(1).total_time(PATIENCE),
+            &mut Handlers::new().on_mutable(|s: String| got = s),
+        );
+        assert_eq!(got, "moved");
+    });
+}
+
+#[test]
+fn a_hundred_thousand_pending_timers_fire_in_deadline_order_and_cancel() {
+    with_env(|env| {
+        let chain = env.create_mchain(MChainParams::unbounded());
+        let mbox = chain.as_mbox();
+        // 100 000 far timers, half cancelled at once (compaction), then three near ones
+        // scheduled in reverse deadline order.
+        let mut far = Vec::new();
+        for i in 0..100_000u32 {
+            far.push(send_delayed(&mbox, Duration::from_secs(3600), i).unwrap());
+        }
+        assert_eq!(env.pending_timers(), 100_000);
+        far.truncate(50_000);
+        assert_eq!(env.pending_timers(), 50_000);
+        for (ms, v) in [(30, 3u8), (20, 2u8), (10, 1u8)] {
+            send_delayed(&mbox, Duration::from_millis(ms), v)
+                .unwrap()
+                .detach();
+        }
+        let mut got = Vec::new();
+        receive(
+            &chain,
+            ReceiveParams::new().handle_n(3).total_time(PATIENCE),
+            &mut Handlers::new().on(|v: &u8| got.push(*v)),
+        );
+        assert_eq!(got, [1, 2, 3]);
+        drop(far);
+        assert_eq!(env.pending_timers(), 0);
+    });
+}
+
+#[test]
+fn a_timer_to_a_gone_environment_is_a_typed_error() {
+    let mut kept = None;
+    Environment::launch(|env| kept = Some(env.create_mbox())).unwrap();
+    let mbox = kept.unwrap();
+    assert!(matches!(
+        send_delayed(&mbox, Duration::ZERO, 1u8),
+        Err(TimerError::NotRunning { .. })
+    ));
+}
+
+// ---- state time limits ----
+
+struct Probe;
+struct Leave;
+struct Rearm;
+struct Busy;
+
+/// Enters `limited` (time limit → `expired`) at start; logs each state entered.
+struct Limited {
+    log: Log,
+    limited: State,
+    expired: State,
+    other: State,
+    limit: Duration,
+    on_start: fn(&mut Limited, &mut Context<Limited>),
+}
+
+impl Agent for Limited {
+    fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+        ctx.time_limit(&self.limited, self.limit, &self.expired)?;
+        for s in [&self.limited, &self.other] {
+            let log = self.log.clone();
+            let name = s.name().to_owned();
+            ctx.on_enter(s, move |_, _| log.push(format!("enter {name}")));
+        }
+        let expired = self.expired.clone();
+        let log = self.log.clone();
+        ctx.on_enter(&expired, move |_, ctx| {
+            *EXPIRED.lock().unwrap() = Some(Instant::now());
+            log.push("enter expired");
+            ctx.deregister_coop(DeregReason::Normal);
+        });
+        let (limited, other) = (self.limited.clone(), self.other.clone());
+        ctx.subscribe_self()
+            .in_state(&limited)
+            .just_switch_to::<Leave>(&other)?;
+        ctx.subscribe_self()
+            .in_state(&other)
+            .event(|_: &mut Self, ctx, _: &Probe| ctx.deregister_coop(DeregReason::Normal))?;
+        ctx.subscribe_self()
+            .in_state(&limited)
+            .event(|_: &mut Self, _, _: &Busy| {
+                let until = Instant::now() + Duration::from_millis(50);
+                while Instant::now() < until {
+                    std::thread::yield_now();
+                }
+            })?;
+        ctx.subscribe_self()
+            .in_state(&limited)
+            .event(|a: &mut Self, ctx, _: &Rearm| {
+                let (l, e) = (a.limited.clone(), a.expired.clone());
+                ctx.time_limit(&l, Duration::from_millis(80), &e).unwrap();
+                *REARMED.lock().unwrap() = Some(Instant::now());
+                a.log.push("rearmed");
+            })?;
+        Ok(())
+    }
+    fn on_start(&mut self, ctx: &mut Context<Self>) {
+        ctx.change_state(&self.limited.clone()).unwrap();
+        (self.on_start)(self, ctx);
+    }
+}
+
+fn run_limited(limit: Duration, on_start: fn(&mut Limited, &mut Context<Limited>)) -> Vec<String> {
+    within_patience(move || {
+        let log = Log::new();
+        let l = log.clone();
+        Environment::launch(move |env| {
+            env.introduce_coop(|coop| {
+                coop.add_agent(Limited {
+                    log: l,
+                    limited: State::new("limited"),
+                    expired: State::new("expired"),
+                    other: State::new("other"),
+                    limit,
+                    on_start,
+                });
+            })
+            .unwrap();
+        })
+        .unwrap();
+        log.get()
+    })
+}
+
+#[test]
+fn leaving_the_state_disarms_its_time_limit() {
+    // Leave at once; the probe comes long after the limit would have expired.
+    let log = run_limited(Duration::from_millis(10), |_, ctx| {
+        let me = ctx.direct_mbox();
+        send(&me, Leave).unwrap();
+        send_delayed(&me, Duration::from_millis(100), Probe)
+            .unwrap()
+            .detach();
+    });
+    assert_eq!(log, ["enter limited", "enter other"]);
+}
+
+#[test]
+fn a_stale_expiry_already_queued_is_ignored() {
+    // In `limited`, the agent stays busy past the limit, so the expiry is queued behind
+    // `Leave`: by the time it is handled the state was left, and it must not switch.
+    let log = run_limited(Duration::from_millis(5), |_, ctx| {
+        let me = ctx.direct_mbox();
+        send(&me, Busy).unwrap();
+        send(&me, Leave).unwrap();
+        send_delayed(&me, Duration::from_millis(50), Probe)
+            .unwrap()
+            .detach();
+    });
+    assert_eq!(log, ["enter limited", "enter other"]);
+}
+
+#[test]
+fn setting_the_limit_again_while_active_restarts_it_from_zero() {
+    // Limit 40 ms from entry; a `Rearm` timed for 30 ms (scheduled before the entry, so
+    // it is queued before the first expiry) sets it again to 80 ms. The first expiry is
+    // then stale; the switch comes no sooner than 80 ms after the re-arm (timers never
+    // fire early, so this lower bound holds on any machine).
+    let log = run_limited(Duration::from_millis(40), |_, ctx| {
+        let me = ctx.direct_mbox();
+        send_delayed(&me, Duration::from_millis(30), Rearm)
+            .unwrap()
+            .detach();
+    });
+    assert_eq!(log, ["enter limited", "rearmed", "enter expired"]);
+    let rearmed = REARMED.lock().unwrap().expect("re-arm time");
+    let expired = EXPIRED.lock().unwrap().expect("expiry time");
+    assert!(expired - rearmed >= Duration::from_millis(80));
+}
+
+static REARMED: std::sync::Mutex<Option<Instant>> = std::sync::Mutex::new(None);
+static EXPIRED: std::sync::Mutex<Option<Instant>> = std::sync::Mutex::new(None);

@@ -14,18 +14,23 @@ struct Hello(Mbox);
 
 struct Pinger<const N: usize> {
     out: Mbox,
+    limits: bool,
     rounds: u64,
     done: u64,
     started: Arc<parking_lot::Mutex<Option<Instant>>>,
 }
 
 struct Ponger<const N: usize> {
+    limits: bool,
     back: Option<Mbox>,
     count: Arc<AtomicU64>,
 }
 
 impl<const N: usize> Agent for Pinger<N> {
     fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+        if self.limits {
+            ctx.limit_then_drop::<Ball<N>>(1000)?;
+        }
         ctx.subscribe_self()
             .event(|a: &mut Self, ctx, b: &Ball<N>| {
                 a.done += 1;
@@ -46,6 +51,10 @@ impl<const N: usize> Agent for Pinger<N> {
 
 impl<const N: usize> Agent for Ponger<N> {
     fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+        if self.limits {
+            ctx.limit_then_drop::<Ball<N>>(1000)?;
+            ctx.limit_then_drop::<Hello>(1)?;
+        }
         ctx.subscribe_self()
             .event(|a: &mut Self, _, h: &Hello| a.back = Some(h.0.clone()))?;
         ctx.subscribe_self().event(|a: &mut Self, _, b: &Ball<N>| {
@@ -59,15 +68,20 @@ impl<const N: usize> Agent for Ponger<N> {
 /// Two agents on the default one_thread dispatcher, direct mboxes; `rounds` round trips.
 /// Returns the time for `2 * rounds` messages.
 pub fn ping_pong_direct<const N: usize>(rounds: u64) -> Duration {
-    ping_pong_on::<N>(rounds, false)
+    ping_pong_on::<N>(rounds, false, false)
+}
+
+/// [`ping_pong_direct`] with message limits declared by both agents (never reached).
+pub fn ping_pong_limits(rounds: u64) -> Duration {
+    ping_pong_on::<8>(rounds, false, true)
 }
 
 /// Ping-pong between two agents on `active_obj`: every message crosses threads.
 pub fn ping_pong_cross_thread(rounds: u64) -> Duration {
-    ping_pong_on::<8>(rounds, true)
+    ping_pong_on::<8>(rounds, true, false)
 }
 
-fn ping_pong_on<const N: usize>(rounds: u64, cross_thread: bool) -> Duration {
+fn ping_pong_on<const N: usize>(rounds: u64, cross_thread: bool, limits: bool) -> Duration {
     let started = Arc::new(parking_lot::Mutex::new(None));
     let count = Arc::new(AtomicU64::new(0));
     let (s, c) = (started.clone(), count.clone());
@@ -80,11 +94,13 @@ fn ping_pong_on<const N: usize>(rounds: u64, cross_thread: bool) -> Duration {
                 coop.set_binder(disp.binder());
             }
             let ponger = coop.add_agent(Ponger::<N> {
+                limits,
                 back: None,
                 count: c,
             });
             coop.add_agent(Pinger::<N> {
                 out: ponger,
+                limits,
                 rounds,
                 done: 0,
                 started: s,
@@ -535,4 +551,64 @@ pub fn skynet(levels: u32) -> (Duration, u64, Duration) {
     let total = start.elapsed();
     let (sum, at) = result.lock().expect("the root got its sum");
     (at - start, sum, total)
+}
+
+/// Schedules `n` far-off timers and cancels each at once (dropping its handle); returns the
+/// time for the `n` pairs.
+pub fn timer_schedule_cancel(n: u64) -> Duration {
+    let mut elapsed = Duration::ZERO;
+    Environment::launch(|env| {
+        let mbox = env.create_mbox();
+        let start = Instant::now();
+        for i in 0..n {
+            let h = agentbox::send_delayed(&mbox, Duration::from_secs(3600), i).unwrap();
+            drop(h);
+        }
+        elapsed = start.elapsed();
+        assert_eq!(env.pending_timers(), 0, "every timer cancelled");
+    })
+    .unwrap();
+    elapsed
+}
+
+/// Two threads bouncing a counter over two mchains; returns the time for `2 * rounds`
+/// messages.
+pub fn mchain_ping_pong(rounds: u64) -> Duration {
+    use agentbox::mchain::{receive, Handlers, MChainParams, ReceiveParams};
+    let mut elapsed = Duration::ZERO;
+    Environment::launch(|env| {
+        let ping = env.create_mchain(MChainParams::unbounded());
+        let pong = env.create_mchain(MChainParams::unbounded());
+        let (ping2, pong2) = (ping.clone(), pong.clone());
+        let start = Instant::now();
+        let other = std::thread::spawn(move || {
+            let mut seen = 0u64;
+            receive(
+                &ping2,
+                ReceiveParams::new().handle_n(rounds as usize),
+                &mut Handlers::new().on(|n: &u64| {
+                    seen += 1;
+                    pong2.send(*n).unwrap();
+                }),
+            );
+            seen
+        });
+        ping.send(0u64).unwrap();
+        let mut last = 0;
+        receive(
+            &pong,
+            ReceiveParams::new().handle_n(rounds as usize),
+            &mut Handlers::new().on(|n: &u64| {
+                last = *n;
+                if n + 1 < rounds {
+                    ping.send(n + 1).unwrap();
+                }
+            }),
+        );
+        elapsed = start.elapsed();
+        assert_eq!(other.join().unwrap(), rounds, "mchain ping count");
+        assert_eq!(last, rounds - 1, "mchain pong count");
+    })
+    .unwrap();
+    elapsed
 }

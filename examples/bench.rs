@@ -31,6 +31,15 @@ fn main() {
             "msg/s",
         );
     }
+    if run("ping_pong_limits") {
+        let rounds = 2_000_000 * scale;
+        let t = scenarios::ping_pong_limits(rounds);
+        result(
+            "ping_pong_limits",
+            (2 * rounds) as f64 / t.as_secs_f64(),
+            "msg/s",
+        );
+    }
     if run("ping_pong_mpmc") {
         let rounds = 1_000_000 * scale;
         let t = scenarios::ping_pong_mpmc(rounds);
@@ -90,6 +99,24 @@ fn main() {
         let (t, sum, _with_teardown) = scenarios::skynet(6);
         assert_eq!(sum, 499_999_500_000, "skynet sum");
         println!("RESULT name=skynet_1m value={:.3} unit=s", t.as_secs_f64());
+    }
+    if run("timer_schedule_cancel") {
+        let n = 1_000_000 * scale;
+        let t = scenarios::timer_schedule_cancel(n);
+        result(
+            "timer_schedule_cancel",
+            n as f64 / t.as_secs_f64(),
+            "timers/s",
+        );
+    }
+    if run("mchain_ping_pong") {
+        let rounds = 200_000 * scale;
+        let t = scenarios::mchain_ping_pong(rounds);
+        result(
+            "mchain_ping_pong",
+            (2 * rounds) as f64 / t.as_secs_f64(),
+            "msg/s",
+        );
     }
     if run("coop_reg") {
         let coops = 20_000 * scale;

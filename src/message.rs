@@ -292,6 +292,33 @@ impl Message {
             .map(|s| &s.0)
     }
 
+    /// The payload a handler of `T` gets: the plain payload, or (cold path) the one inside
+    /// the envelopes if they reveal it for [`Access::Handling`]. Checking the plain payload
+    /// first keeps envelopes free for messages that have none.
+    #[inline]
+    pub(crate) fn handler_payload<T: 'static>(&self) -> Option<&T> {
+        match self.downcast_ref::<T>() {
+            Some(v) => Some(v),
+            None => self.revealed_for_handler()?.downcast_ref::<T>(),
+        }
+    }
+
+    /// [`handler_payload`](Self::handler_payload) for a mutable message: takes the value.
+    #[inline]
+    pub(crate) fn handler_take<T: Send + 'static>(&self) -> Option<T> {
+        match self.take_mutable::<T>() {
+            Some(v) => Some(v),
+            None => self.revealed_for_handler()?.take_mutable::<T>(),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn revealed_for_handler(&self) -> Option<&Message> {
+        self.payload.envelope()?;
+        self.reveal(Access::Handling)
+    }
+
     /// Takes the value of a mutable message of type `Mutable<T>`; `None` if it was taken
     /// already or the type differs.
     pub(crate) fn take_mutable<T: Send + 'static>(&self) -> Option<T> {

@@ -153,9 +153,22 @@ impl<A: Agent> Inner<A> {
         }
     }
 
-    /// The payload for a handler that was found, and the trace records of that step.
+    /// The message for a handler that was found, and the trace records of that step.
+    ///
+    /// With tracing off the message goes to the handler as it is: the handler's typed
+    /// closure looks inside an envelope only if the plain payload is not its type (see
+    /// `Message::handler_payload`), so messages without envelopes pay nothing for them.
     #[inline(always)]
     fn reveal<'m>(&self, mbox: MboxId, msg: &'m Message) -> Option<&'m Message> {
+        if self.ctx.trace.is_none() {
+            return Some(msg);
+        }
+        self.reveal_traced(mbox, msg)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn reveal_traced<'m>(&self, mbox: MboxId, msg: &'m Message) -> Option<&'m Message> {
         let revealed = msg.reveal(Access::Handling);
         trace::emit(&self.ctx.trace, || {
             let event = match revealed {

@@ -437,7 +437,7 @@ impl<'c, A: Agent> SubscriptionBuilder<'c, A> {
         self.add(
             MessageType::of::<M>(),
             NewAction::Handler(Box::new(move |a, ctx, msg| {
-                if let Some(m) = msg.downcast_ref::<M>() {
+                if let Some(m) = msg.handler_payload::<M>() {
                     handler(a, ctx, m)
                 }
             })),
@@ -458,7 +458,7 @@ impl<'c, A: Agent> SubscriptionBuilder<'c, A> {
         self.add(
             MessageType::of_mutable::<M>(),
             NewAction::Handler(Box::new(move |a, ctx, msg| {
-                if let Some(m) = msg.take_mutable::<M>() {
+                if let Some(m) = msg.handler_take::<M>() {
                     handler(a, ctx, m)
                 }
             })),
@@ -492,7 +492,7 @@ impl<'c, A: Agent> SubscriptionBuilder<'c, A> {
             });
         }
         let f: SafeFn<A> = Arc::new(move |a, ctx, msg| {
-            if let Some(m) = msg.downcast_ref::<M>() {
+            if let Some(m) = msg.handler_payload::<M>() {
                 handler(a, ctx, m)
             }
         });
@@ -547,7 +547,7 @@ impl<'c, A: Agent> SubscriptionBuilder<'c, A> {
         ctx.freeze_limits();
         check_limit(&me, MessageType::of::<M>())?;
         let h: EventFn<A> = Box::new(move |a, ctx, msg| {
-            if let Some(m) = msg.downcast_ref::<M>() {
+            if let Some(m) = msg.handler_payload::<M>() {
                 handler(a, ctx, m)
             }
         });

@@ -57,7 +57,7 @@ mod select;
 use std::cell::Cell;
 use std::collections::VecDeque;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -236,7 +236,12 @@ pub(crate) struct Chain {
     not_empty: Condvar,
     not_full: Condvar,
     closed_flag: AtomicBool,
+    /// The queue's length, for readers spinning before they sleep.
+    queued: AtomicUsize,
 }
+
+/// How long a reader of an empty chain spins before it sleeps (a few microseconds).
+const SPIN_ROUNDS: u32 = 2048;
 
 impl Environment {
     /// A new message chain.
@@ -253,6 +258,7 @@ impl Environment {
             not_empty: Condvar::new(),
             not_full: Condvar::new(),
             closed_flag: AtomicBool::new(false),
+            queued: AtomicUsize::new(0),
         }))
     }
 }
@@ -280,7 +286,10 @@ impl MChain {
             st.closed = true;
             self.0.closed_flag.store(true, Ordering::Release);
             let dropped = match mode {
-                CloseMode::DropContent => std::mem::take(&mut st.queue),
+                CloseMode::DropContent => {
+                    self.0.queued.store(0, Ordering::Release);
+                    std::mem::take(&mut st.queue)
+                }
                 CloseMode::RetainContent => VecDeque::new(),
             };
             self.0.wake_all(&mut st);
@@ -419,6 +428,7 @@ impl Chain {
         }
         let was_empty = st.queue.is_empty();
         st.queue.push_back(msg);
+        self.queued.store(st.queue.len(), Ordering::Release);
         self.not_empty.notify_one();
         if !st.wakers.is_empty() {
             self.wake_all(&mut st);
@@ -437,6 +447,7 @@ impl Chain {
     /// `Err(true)`: closed and empty; `Err(false)`: timed out.
     pub(crate) fn pop(&self, deadline: Option<Instant>) -> Result<Message, bool> {
         let mut st = self.state.lock();
+        let mut spun = false;
         loop {
             if let Some(m) = st.queue.pop_front() {
                 self.after_pop(&mut st);
@@ -444,6 +455,27 @@ impl Chain {
             }
             if st.closed {
                 return Err(true);
+            }
+            if !spun && deadline.is_none_or(|d| Instant::now() < d) {
+                // A reply often comes within microseconds (ping-pong between threads):
+                // spinning a little first saves the sleep and the wake-up, which cost
+                // more than the message itself.
+                spun = true;
+                drop(st);
+                for i in 0..SPIN_ROUNDS {
+                    if self.queued.load(Ordering::Acquire) > 0
+                        || self.closed_flag.load(Ordering::Acquire)
+                    {
+                        break;
+                    }
+                    if i % 64 == 63 {
+                        std::thread::yield_now();
+                    } else {
+                        std::hint::spin_loop();
+                    }
+                }
+                st = self.state.lock();
+                continue;
             }
             match deadline {
                 Some(d) => {
@@ -461,6 +493,7 @@ impl Chain {
     }
 
     pub(crate) fn after_pop(&self, st: &mut State) {
+        self.queued.store(st.queue.len(), Ordering::Release);
         if self.params.capacity.is_some() {
             self.not_full.notify_one();
             if !st.wakers.is_empty() {

@@ -29,7 +29,7 @@ impl<'a> Handlers<'a> {
         self.put(
             MessageType::of::<M>(),
             Box::new(move |m: &Message| {
-                if let Some(v) = m.downcast_ref::<M>() {
+                if let Some(v) = m.handler_payload::<M>() {
                     f(v)
                 }
             }),
@@ -42,7 +42,7 @@ impl<'a> Handlers<'a> {
         self.put(
             MessageType::of_mutable::<M>(),
             Box::new(move |m: &Message| {
-                if let Some(v) = m.take_mutable::<M>() {
+                if let Some(v) = m.handler_take::<M>() {
                     f(v)
                 }
             }),

@@ -68,6 +68,14 @@
 //!   [`dispatcher::adv_thread_pool`] (with [`ThreadSafeContext`] handlers running in
 //!   parallel), [`dispatcher::strictly_ordered`], [`dispatcher::quoted_round_robin`],
 //!   [`dispatcher::one_per_prio`]; binders take [`BindParams`].
+//! - Timers: [`send_delayed`], [`send_periodic`] returning a [`TimerHandle`]; cancelling
+//!   revokes queued copies; state time limits with [`Context::time_limit`].
+//! - [`limits`]: per-agent, per-type message limits ([`Context::limit_then_drop`] and the
+//!   other `limit_then_*`).
+//! - [`mchain`]: message chains with [`mchain::receive`] and [`mchain::select`];
+//!   [`request`]: blocking [`request::request_reply`].
+//! - [`Envelope`]: messages that decide when they may be seen.
+//! - [`trace`]: message delivery tracing, a run-time option of the environment.
 //! - [`stats`]: run-time monitoring through [`StatsController`], off by default.
 //!
 //! ## Guarantees

@@ -14,6 +14,7 @@
 //! |---|---|---|
 //! | `coop_repository` | `coop.count` | coops registered (deregistering included) |
 //! | `mbox_repository` | `named_mbox.count` | named mboxes alive |
+//! | `timer_thread` | `timer.count` | timers pending (scheduled, not cancelled, not done) |
 //! | `disp/<kind>/<name>` | `agent.count` | agents bound to the dispatcher |
 //! | `disp/<kind>/<name>` | `threads.count` | its worker threads |
 //! | `disp/<kind>/<name>/<queue>` | `demands.count` | demands waiting in one queue |
@@ -195,6 +196,11 @@ impl StatsCore {
             prefix: "mbox_repository".into(),
             suffix: "named_mbox.count",
             value: env.named_mbox_count(),
+        });
+        send(Quantity {
+            prefix: "timer_thread".into(),
+            suffix: "timer.count",
+            value: env.pending_timers(),
         });
         let sources: Vec<SourceRef> = self
             .sources

@@ -72,6 +72,12 @@ fn a_distribution_carries_the_documented_quantities() {
                 .build()
                 .unwrap();
             let named = env.named_mbox("kept");
+            // Two timers pending for the whole test.
+            let far = std::time::Duration::from_secs(3600);
+            agentbox::send_delayed(&named, far, 1u8).unwrap().detach();
+            agentbox::send_periodic(&named, far, far, 2u8)
+                .unwrap()
+                .detach();
             env.introduce_coop(|coop| {
                 coop.set_binder(disp.binder());
                 for _ in 0..3 {
@@ -107,6 +113,7 @@ fn a_distribution_carries_the_documented_quantities() {
         let seen = done.lock().clone().expect("one complete distribution");
         assert_eq!(seen["coop_repository/coop.count"], 3);
         assert_eq!(seen["mbox_repository/named_mbox.count"], 1);
+        assert_eq!(seen["timer_thread/timer.count"], 2);
         assert_eq!(seen["disp/one_thread/watched/agent.count"], 3);
         assert_eq!(seen["disp/one_thread/watched/threads.count"], 1);
         assert!(seen.contains_key("disp/one_thread/watched/wt/demands.count"));

@@ -117,7 +117,9 @@ pub use agent::{
 };
 pub use coop::{Coop, CoopDeregistered, CoopHandle, CoopRegistered, DeregReason, RegisterError};
 pub use dispatcher::{BindParams, Binder, DispatcherHandle, Fifo};
-pub use environment::{EnvParams, Environment, LaunchError, StopGuard, StopGuardError, WrappedEnv};
+pub use environment::{
+    EnvParams, Environment, LaunchError, StopGuard, StopGuardError, WeakEnv, WrappedEnv,
+};
 pub use exception::ExceptionReaction;
 pub use mbox::{
     send, send_mutable, DeliveryFilter, Mbox, MboxId, MboxImpl, MboxKind, SendError, SubscribeError,

@@ -77,14 +77,21 @@ pub enum LaunchError {
 #[derive(Clone)]
 pub struct Environment(pub(crate) Arc<EnvInner>);
 
-/// A weak handle, held by mboxes, agents and coops so that they never keep an environment
-/// alive.
+/// A weak handle to an environment, held by mboxes, agents and coops (and custom mboxes)
+/// so that they never keep an environment alive.
 #[derive(Clone)]
-pub(crate) struct WeakEnv(Weak<EnvInner>);
+pub struct WeakEnv(Weak<EnvInner>);
 
 impl WeakEnv {
-    pub(crate) fn upgrade(&self) -> Option<Environment> {
+    /// The environment, while it exists.
+    pub fn upgrade(&self) -> Option<Environment> {
         self.0.upgrade().map(Environment)
+    }
+}
+
+impl std::fmt::Debug for WeakEnv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WeakEnv")
     }
 }
 
@@ -205,7 +212,8 @@ impl Environment {
         Ok(())
     }
 
-    pub(crate) fn downgrade(&self) -> WeakEnv {
+    /// A weak handle to this environment.
+    pub fn downgrade(&self) -> WeakEnv {
         WeakEnv(Arc::downgrade(&self.0))
     }
 
@@ -411,7 +419,9 @@ impl Environment {
         self.0.reaction
     }
 
-    pub(crate) fn log_error(&self, line: &str) {
+    /// Writes `line` through the environment's error logger (stderr by default, see
+    /// [`EnvParams::error_logger`]). Layers built on the public API report through it.
+    pub fn log_error(&self, line: &str) {
         match &self.0.logger {
             Some(l) => l(line),
             None => eprintln!("agentbox: {line}"),

@@ -111,7 +111,8 @@ pub enum SubscribeError {
         /// The message type.
         type_name: &'static str,
     },
-    /// Agents cannot subscribe to this mbox (an mchain: it is read with `receive`).
+    /// Agents cannot subscribe to this mbox (an mchain, read with `receive`; or an mbox
+    /// that only forwards, like a broadcast or composite mbox).
     #[error("agents cannot subscribe to {mbox}")]
     NotSubscribable {
         /// The mbox's name.

@@ -1,0 +1,130 @@
+//! An anti-jitter mbox: protects an agent from messages that come too often.
+//!
+//! The mbox worked out in the SObjectizer article on custom mboxes: it wraps the direct
+//! mbox of one agent and
+//!
+//! 1. passes on a message of a type the agent subscribed to (through this mbox) only if at
+//!    least `threshold` has passed since the previous *delivered* message of that type;
+//!    a message that comes sooner is dropped;
+//! 2. ignores messages of types the agent did not subscribe to;
+//! 3. has the direct mbox's id and kind (single-consumer: mutable messages allowed), and
+//!    only that agent may subscribe;
+//! 4. refuses delivery filters with [`SubscribeError::FiltersUnsupported`].
+//!
+//! `examples/anti_jitter.rs` runs the article's scenario.
+//!
+//! # Examples
+//!
+//! ```
+//! use std::time::Duration;
+//! use agentbox::prelude::*;
+//! use agentbox_extra::anti_jitter;
+//!
+//! struct Signal;
+//! struct Calm { input: Option<Mbox>, seen: u32 }
+//! impl Agent for Calm {
+//!     fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+//!         let input = anti_jitter::create(ctx.direct_mbox(), Duration::from_secs(60));
+//!         ctx.subscribe(&input).event(|a: &mut Self, _, _: &Signal| a.seen += 1)?;
+//!         self.input = Some(input);
+//!         Ok(())
+//!     }
+//!     fn on_start(&mut self, ctx: &mut Context<Self>) {
+//!         let input = self.input.clone().unwrap();
+//!         for _ in 0..5 {
+//!             send(&input, Signal).unwrap(); // only the first gets through
+//!         }
+//!         ctx.deregister_coop(DeregReason::Normal);
+//!     }
+//!     fn on_finish(&mut self, _: &mut Context<Self>) {
+//!         assert!(self.seen <= 1);
+//!     }
+//! }
+//!
+//! Environment::launch(|env| {
+//!     env.introduce_coop(|coop| { coop.add_agent(Calm { input: None, seen: 0 }); }).unwrap();
+//! }).unwrap();
+//! ```
+
+use std::any::TypeId;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use agentbox::{
+    AgentRef, DeliveryFilter, Environment, Mbox, MboxId, MboxImpl, MboxKind, Message, MessageType,
+    RedirectionDepth, SendError, SubscribeError,
+};
+
+/// The anti-jitter mbox.
+pub struct AntiJitterMbox {
+    direct: Mbox,
+    threshold: Duration,
+    /// Subscribed types, with the time of the last delivered message.
+    types: Mutex<HashMap<TypeId, Option<Instant>>>,
+}
+
+/// An anti-jitter mbox in front of an agent's `direct` mbox.
+pub fn create(direct: Mbox, threshold: Duration) -> Mbox {
+    Mbox::custom(std::sync::Arc::new(AntiJitterMbox {
+        direct,
+        threshold,
+        types: Mutex::new(HashMap::new()),
+    }))
+}
+
+impl MboxImpl for AntiJitterMbox {
+    fn id(&self) -> MboxId {
+        self.direct.id()
+    }
+
+    fn kind(&self) -> MboxKind {
+        self.direct.kind()
+    }
+
+    fn subscribe(&self, ty: MessageType, who: &AgentRef) -> Result<(), SubscribeError> {
+        self.direct.subscribe(ty, who)?;
+        self.types.lock().entry(ty.type_id()).or_insert(None);
+        Ok(())
+    }
+
+    fn unsubscribe(&self, ty: MessageType, who: &AgentRef) {
+        self.direct.unsubscribe(ty, who);
+        self.types.lock().remove(&ty.type_id());
+    }
+
+    fn deliver(&self, msg: Message, depth: RedirectionDepth) -> Result<(), SendError> {
+        {
+            let mut types = self.types.lock();
+            let Some(last) = types.get_mut(&msg.type_id()) else {
+                return Ok(()); // rule 2
+            };
+            let now = Instant::now();
+            if last.is_some_and(|t| now.duration_since(t) < self.threshold) {
+                return Ok(()); // rule 1: too soon
+            }
+            *last = Some(now);
+        }
+        self.direct.deliver(msg, depth)
+    }
+
+    fn set_delivery_filter(
+        &self,
+        _ty: MessageType,
+        _filter: DeliveryFilter,
+        _who: &AgentRef,
+    ) -> Result<(), SubscribeError> {
+        Err(SubscribeError::FiltersUnsupported { mbox: self.name() })
+    }
+
+    fn drop_delivery_filter(&self, _ty: MessageType, _who: &AgentRef) {}
+
+    fn name(&self) -> String {
+        format!("anti_jitter({})", self.direct.name())
+    }
+
+    fn environment(&self) -> Option<Environment> {
+        self.direct.environment()
+    }
+}

@@ -1,0 +1,151 @@
+//! A collecting mbox: gathers `n` messages of one type and sends them as one bundle.
+//!
+//! 1. The mbox takes immutable messages of its type `M` only; any other type is refused
+//!    with [`SendError::Refused`].
+//! 2. Every `n` messages it sends one [`Collected<M>`] with them, in arrival order, to the
+//!    target mbox (one redirection deeper). Fewer than `n` wait for more.
+//! 3. A message whose envelope hides its payload from inspection is not collected.
+//! 4. Agents subscribe to the target, not to this mbox: [`SubscribeError::NotSubscribable`].
+//!
+//! # Examples
+//!
+//! ```
+//! use agentbox::prelude::*;
+//! use agentbox::mchain::{receive, Handlers, MChainParams, ReceiveParams};
+//! use agentbox_extra::collecting::{self, Collected};
+//!
+//! Environment::launch(|env| {
+//!     let out = env.create_mchain(MChainParams::unbounded());
+//!     let batches = collecting::create::<u32>(env, &out.as_mbox(), 3);
+//!     for i in 0..7u32 {
+//!         send(&batches, i).unwrap();
+//!     }
+//!     let mut got = Vec::new();
+//!     receive(&out, ReceiveParams::new().no_wait(),
+//!         &mut Handlers::new().on(|b: &Collected<u32>| got.push(b.iter().copied().collect::<Vec<_>>())));
+//!     assert_eq!(got, [vec![0, 1, 2], vec![3, 4, 5]]);
+//! }).unwrap();
+//! ```
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use agentbox::{
+    Access, AgentRef, DeliveryFilter, Environment, Mbox, MboxId, MboxImpl, MboxKind, Message,
+    MessageType, RedirectionDepth, SendError, SubscribeError, WeakEnv,
+};
+
+/// A bundle of `n` messages of type `M`.
+pub struct Collected<M> {
+    messages: Vec<Message>,
+    _type: PhantomData<fn() -> M>,
+}
+
+impl<M: 'static> Collected<M> {
+    /// The messages, in arrival order.
+    pub fn iter(&self) -> impl Iterator<Item = &M> {
+        self.messages.iter().filter_map(|m| m.downcast_ref::<M>())
+    }
+
+    /// Number of messages.
+    pub fn len(&self) -> usize {
+        self.messages.len()
+    }
+
+    /// Whether the bundle is empty (never, as sent by the mbox).
+    pub fn is_empty(&self) -> bool {
+        self.messages.is_empty()
+    }
+}
+
+/// The collecting mbox.
+pub struct CollectingMbox<M> {
+    id: MboxId,
+    env: WeakEnv,
+    target: Mbox,
+    n: usize,
+    pending: Mutex<Vec<Message>>,
+    _type: PhantomData<fn() -> M>,
+}
+
+/// A mbox of `env` that sends every `n` messages of type `M` (at least 1) to `target` as
+/// one [`Collected<M>`].
+pub fn create<M: Send + Sync + 'static>(env: &Environment, target: &Mbox, n: usize) -> Mbox {
+    Mbox::custom(Arc::new(CollectingMbox::<M> {
+        id: MboxId::next(),
+        env: env.downgrade(),
+        target: target.clone(),
+        n: n.max(1),
+        pending: Mutex::new(Vec::new()),
+        _type: PhantomData,
+    }))
+}
+
+impl<M: Send + Sync + 'static> MboxImpl for CollectingMbox<M> {
+    fn id(&self) -> MboxId {
+        self.id
+    }
+
+    fn kind(&self) -> MboxKind {
+        MboxKind::MultiConsumer
+    }
+
+    fn subscribe(&self, _ty: MessageType, _who: &AgentRef) -> Result<(), SubscribeError> {
+        Err(SubscribeError::NotSubscribable { mbox: self.name() })
+    }
+
+    fn unsubscribe(&self, _ty: MessageType, _who: &AgentRef) {}
+
+    fn deliver(&self, msg: Message, depth: RedirectionDepth) -> Result<(), SendError> {
+        if msg.message_type() != MessageType::of::<M>() {
+            return Err(SendError::Refused {
+                type_name: msg.message_type().name(),
+                mbox: self.name(),
+                reason: format!("collects {} only", std::any::type_name::<M>()),
+            });
+        }
+        let Some(payload) = msg.reveal(Access::Inspection) else {
+            return Ok(()); // rule 3
+        };
+        let full = {
+            let mut pending = self.pending.lock();
+            pending.push(payload.clone());
+            if pending.len() >= self.n {
+                Some(std::mem::take(&mut *pending))
+            } else {
+                None
+            }
+        };
+        match full {
+            Some(messages) => self.target.deliver(
+                Message::new(Collected::<M> {
+                    messages,
+                    _type: PhantomData,
+                }),
+                depth + 1,
+            ),
+            None => Ok(()),
+        }
+    }
+
+    fn set_delivery_filter(
+        &self,
+        _ty: MessageType,
+        _filter: DeliveryFilter,
+        _who: &AgentRef,
+    ) -> Result<(), SubscribeError> {
+        Err(SubscribeError::NotSubscribable { mbox: self.name() })
+    }
+
+    fn drop_delivery_filter(&self, _ty: MessageType, _who: &AgentRef) {}
+
+    fn name(&self) -> String {
+        format!("collecting:{}", self.id.as_u64())
+    }
+
+    fn environment(&self) -> Option<Environment> {
+        self.env.upgrade()
+    }
+}

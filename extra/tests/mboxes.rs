@@ -386,12 +386,10 @@ fn first_and_last_subscriber_notices_count_subscriptions_not_filters() {
         let notify = env.create_mchain(MChainParams::unbounded());
         let m = first_last_subscriber::create::<u32>(env, &notify.as_mbox());
         let log = Log::default();
-        let filter_only = env
-            .introduce_coop(|coop| {
-                coop.add_agent(FilterOnly(m.clone()));
-            })
-            .unwrap();
-        let _ = filter_only;
+        env.introduce_coop(|coop| {
+            coop.add_agent(FilterOnly(m.clone()));
+        })
+        .unwrap();
         assert_eq!(notify.len(), 0);
         let mut handles = Vec::new();
         for name in ["a", "b"] {

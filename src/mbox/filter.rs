@@ -50,3 +50,32 @@ impl fmt::Debug for DeliveryFilter {
         f.write_str("DeliveryFilter")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::Envelope;
+
+    struct Hidden;
+    impl Envelope for Hidden {
+        fn reveal(&self, access: Access) -> bool {
+            access != Access::Inspection
+        }
+    }
+
+    struct Open;
+    impl Envelope for Open {
+        fn reveal(&self, _: Access) -> bool {
+            true
+        }
+    }
+
+    #[test]
+    fn a_filter_sees_through_an_open_envelope_and_rejects_a_hidden_payload() {
+        let any = DeliveryFilter::new(|_: &u32| true);
+        assert!(any.accepts(&Message::enveloped(Message::new(1u32), Open)));
+        assert!(!any.accepts(&Message::enveloped(Message::new(1u32), Hidden)));
+        let nested = Message::enveloped(Message::enveloped(Message::new(1u32), Hidden), Open);
+        assert!(!any.accepts(&nested));
+    }
+}

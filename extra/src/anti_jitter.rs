@@ -53,13 +53,14 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use agentbox::{
-    AgentRef, DeliveryFilter, Environment, Mbox, MboxId, MboxImpl, MboxKind, Message, MessageType,
-    RedirectionDepth, SendError, SubscribeError,
+    AgentRef, DeliveryFilter, Mbox, Message, MessageType, RedirectionDepth, SendError,
+    SubscribeError,
 };
 
-/// The anti-jitter mbox.
-pub struct AntiJitterMbox {
-    direct: Mbox,
+use crate::proxy::{ProxyHooks, ProxyMbox};
+
+/// What the anti-jitter mbox adds to the direct mbox it wraps.
+pub struct AntiJitter {
     threshold: Duration,
     /// Subscribed types, with the time of the last delivered message.
     types: Mutex<HashMap<TypeId, Option<Instant>>>,
@@ -67,34 +68,38 @@ pub struct AntiJitterMbox {
 
 /// An anti-jitter mbox in front of an agent's `direct` mbox.
 pub fn create(direct: Mbox, threshold: Duration) -> Mbox {
-    Mbox::custom(std::sync::Arc::new(AntiJitterMbox {
+    ProxyMbox::wrap(
         direct,
-        threshold,
-        types: Mutex::new(HashMap::new()),
-    }))
+        AntiJitter {
+            threshold,
+            types: Mutex::new(HashMap::new()),
+        },
+    )
 }
 
-impl MboxImpl for AntiJitterMbox {
-    fn id(&self) -> MboxId {
-        self.direct.id()
-    }
-
-    fn kind(&self) -> MboxKind {
-        self.direct.kind()
-    }
-
-    fn subscribe(&self, ty: MessageType, who: &AgentRef) -> Result<(), SubscribeError> {
-        self.direct.subscribe(ty, who)?;
+impl ProxyHooks for AntiJitter {
+    fn subscribe(
+        &self,
+        inner: &Mbox,
+        ty: MessageType,
+        who: &AgentRef,
+    ) -> Result<(), SubscribeError> {
+        inner.subscribe(ty, who)?;
         self.types.lock().entry(ty.type_id()).or_insert(None);
         Ok(())
     }
 
-    fn unsubscribe(&self, ty: MessageType, who: &AgentRef) {
-        self.direct.unsubscribe(ty, who);
+    fn unsubscribe(&self, inner: &Mbox, ty: MessageType, who: &AgentRef) {
+        inner.unsubscribe(ty, who);
         self.types.lock().remove(&ty.type_id());
     }
 
-    fn deliver(&self, msg: Message, depth: RedirectionDepth) -> Result<(), SendError> {
+    fn deliver(
+        &self,
+        inner: &Mbox,
+        msg: Message,
+        depth: RedirectionDepth,
+    ) -> Result<(), SendError> {
         {
             let mut types = self.types.lock();
             let Some(last) = types.get_mut(&msg.type_id()) else {
@@ -106,25 +111,24 @@ impl MboxImpl for AntiJitterMbox {
             }
             *last = Some(now);
         }
-        self.direct.deliver(msg, depth)
+        inner.deliver(msg, depth)
     }
 
     fn set_delivery_filter(
         &self,
+        inner: &Mbox,
         _ty: MessageType,
         _filter: DeliveryFilter,
         _who: &AgentRef,
     ) -> Result<(), SubscribeError> {
-        Err(SubscribeError::FiltersUnsupported { mbox: self.name() })
+        Err(SubscribeError::FiltersUnsupported {
+            mbox: self.name(inner),
+        })
     }
 
-    fn drop_delivery_filter(&self, _ty: MessageType, _who: &AgentRef) {}
+    fn drop_delivery_filter(&self, _inner: &Mbox, _ty: MessageType, _who: &AgentRef) {}
 
-    fn name(&self) -> String {
-        format!("anti_jitter({})", self.direct.name())
-    }
-
-    fn environment(&self) -> Option<Environment> {
-        self.direct.environment()
+    fn name(&self, inner: &Mbox) -> String {
+        format!("anti_jitter({})", inner.name())
     }
 }

@@ -3,7 +3,7 @@
 //! 1. Every message sent to it is delivered to each destination, in list order, one
 //!    redirection deeper.
 //! 2. Agents do not subscribe to it (they subscribe to the destinations):
-//!    [`SubscribeError::NotSubscribable`].
+//!    [`SubscribeError::NotSubscribable`](agentbox::SubscribeError::NotSubscribable).
 //! 3. It is multi-consumer unless it has exactly one destination and that one is
 //!    single-consumer (a mutable message cannot be shared).
 //! 4. A destination that refuses a message does not stop the others; the first refusal is
@@ -25,80 +25,33 @@
 //! }).unwrap();
 //! ```
 
-use std::sync::Arc;
+use agentbox::{Environment, Mbox, MboxKind, Message, RedirectionDepth, SendError};
 
-use agentbox::{
-    AgentRef, DeliveryFilter, Environment, Mbox, MboxId, MboxImpl, MboxKind, Message, MessageType,
-    RedirectionDepth, SendError, SubscribeError, WeakEnv,
-};
+use crate::send_only::{self, Forward};
 
-/// The broadcast mbox.
-pub struct BroadcastMbox {
-    id: MboxId,
-    env: WeakEnv,
-    destinations: Vec<Mbox>,
-}
+/// Where a broadcast mbox sends.
+struct Destinations(Vec<Mbox>);
 
 /// A broadcast mbox of `env` over `destinations`.
 pub fn create(env: &Environment, destinations: Vec<Mbox>) -> Mbox {
-    Mbox::custom(Arc::new(BroadcastMbox {
-        id: MboxId::next(),
-        env: env.downgrade(),
-        destinations,
-    }))
+    send_only::create(env, "broadcast", Destinations(destinations))
 }
 
-impl MboxImpl for BroadcastMbox {
-    fn id(&self) -> MboxId {
-        self.id
-    }
-
+impl Forward for Destinations {
     fn kind(&self) -> MboxKind {
-        match self.destinations.as_slice() {
+        match self.0.as_slice() {
             [one] => one.kind(),
             _ => MboxKind::MultiConsumer,
         }
     }
 
-    fn subscribe(&self, _ty: MessageType, _who: &AgentRef) -> Result<(), SubscribeError> {
-        Err(SubscribeError::NotSubscribable { mbox: self.name() })
-    }
-
-    fn unsubscribe(&self, _ty: MessageType, _who: &AgentRef) {}
-
-    fn deliver(&self, msg: Message, depth: RedirectionDepth) -> Result<(), SendError> {
-        let ty = msg.message_type();
-        if ty.is_mutable() && self.kind() == MboxKind::MultiConsumer {
-            return Err(SendError::MutableToMultiConsumer {
-                type_name: ty.name(),
-                mbox: self.name(),
-            });
-        }
+    fn forward(&self, _name: &str, msg: Message, depth: RedirectionDepth) -> Result<(), SendError> {
         let mut first_error = None;
-        for d in &self.destinations {
+        for d in &self.0 {
             if let Err(e) = d.deliver(msg.clone(), depth + 1) {
                 first_error.get_or_insert(e);
             }
         }
         first_error.map_or(Ok(()), Err)
-    }
-
-    fn set_delivery_filter(
-        &self,
-        _ty: MessageType,
-        _filter: DeliveryFilter,
-        _who: &AgentRef,
-    ) -> Result<(), SubscribeError> {
-        Err(SubscribeError::NotSubscribable { mbox: self.name() })
-    }
-
-    fn drop_delivery_filter(&self, _ty: MessageType, _who: &AgentRef) {}
-
-    fn name(&self) -> String {
-        format!("broadcast:{}", self.id.as_u64())
-    }
-
-    fn environment(&self) -> Option<Environment> {
-        self.env.upgrade()
     }
 }

@@ -5,7 +5,7 @@
 //! 2. Every `n` messages it sends one [`Collected<M>`] with them, in arrival order, to the
 //!    target mbox (one redirection deeper). Fewer than `n` wait for more.
 //! 3. A message whose envelope hides its payload from inspection is not collected.
-//! 4. Agents subscribe to the target, not to this mbox: [`SubscribeError::NotSubscribable`].
+//! 4. Agents subscribe to the target, not to this mbox: [`SubscribeError::NotSubscribable`](agentbox::SubscribeError::NotSubscribable).
 //!
 //! # Examples
 //!
@@ -28,14 +28,14 @@
 //! ```
 
 use std::marker::PhantomData;
-use std::sync::Arc;
 
 use parking_lot::Mutex;
 
 use agentbox::{
-    Access, AgentRef, DeliveryFilter, Environment, Mbox, MboxId, MboxImpl, MboxKind, Message,
-    MessageType, RedirectionDepth, SendError, SubscribeError, WeakEnv,
+    Access, Environment, Mbox, MboxKind, Message, MessageType, RedirectionDepth, SendError,
 };
+
+use crate::send_only::{self, Forward};
 
 /// A bundle of `n` messages of type `M`.
 pub struct Collected<M> {
@@ -60,10 +60,8 @@ impl<M: 'static> Collected<M> {
     }
 }
 
-/// The collecting mbox.
-pub struct CollectingMbox<M> {
-    id: MboxId,
-    env: WeakEnv,
+/// What a collecting mbox keeps: the messages waiting for their bundle.
+struct Collector<M> {
     target: Mbox,
     n: usize,
     pending: Mutex<Vec<Message>>,
@@ -73,36 +71,28 @@ pub struct CollectingMbox<M> {
 /// A mbox of `env` that sends every `n` messages of type `M` (at least 1) to `target` as
 /// one [`Collected<M>`].
 pub fn create<M: Send + Sync + 'static>(env: &Environment, target: &Mbox, n: usize) -> Mbox {
-    Mbox::custom(Arc::new(CollectingMbox::<M> {
-        id: MboxId::next(),
-        env: env.downgrade(),
-        target: target.clone(),
-        n: n.max(1),
-        pending: Mutex::new(Vec::new()),
-        _type: PhantomData,
-    }))
+    send_only::create(
+        env,
+        "collecting",
+        Collector::<M> {
+            target: target.clone(),
+            n: n.max(1),
+            pending: Mutex::new(Vec::new()),
+            _type: PhantomData,
+        },
+    )
 }
 
-impl<M: Send + Sync + 'static> MboxImpl for CollectingMbox<M> {
-    fn id(&self) -> MboxId {
-        self.id
-    }
-
+impl<M: Send + Sync + 'static> Forward for Collector<M> {
     fn kind(&self) -> MboxKind {
         MboxKind::MultiConsumer
     }
 
-    fn subscribe(&self, _ty: MessageType, _who: &AgentRef) -> Result<(), SubscribeError> {
-        Err(SubscribeError::NotSubscribable { mbox: self.name() })
-    }
-
-    fn unsubscribe(&self, _ty: MessageType, _who: &AgentRef) {}
-
-    fn deliver(&self, msg: Message, depth: RedirectionDepth) -> Result<(), SendError> {
+    fn forward(&self, name: &str, msg: Message, depth: RedirectionDepth) -> Result<(), SendError> {
         if msg.message_type() != MessageType::of::<M>() {
             return Err(SendError::Refused {
                 type_name: msg.message_type().name(),
-                mbox: self.name(),
+                mbox: name.to_owned(),
                 reason: format!("collects {} only", std::any::type_name::<M>()),
             });
         }
@@ -128,24 +118,5 @@ impl<M: Send + Sync + 'static> MboxImpl for CollectingMbox<M> {
             ),
             None => Ok(()),
         }
-    }
-
-    fn set_delivery_filter(
-        &self,
-        _ty: MessageType,
-        _filter: DeliveryFilter,
-        _who: &AgentRef,
-    ) -> Result<(), SubscribeError> {
-        Err(SubscribeError::NotSubscribable { mbox: self.name() })
-    }
-
-    fn drop_delivery_filter(&self, _ty: MessageType, _who: &AgentRef) {}
-
-    fn name(&self) -> String {
-        format!("collecting:{}", self.id.as_u64())
-    }
-
-    fn environment(&self) -> Option<Environment> {
-        self.env.upgrade()
     }
 }

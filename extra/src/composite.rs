@@ -4,7 +4,7 @@
 //! 2. A message of any other type follows the [`Unknown`] policy: redirected to a default
 //!    mbox, refused with [`SendError::Refused`], or dropped.
 //! 3. Agents subscribe to the destinations, not to the composite mbox:
-//!    [`SubscribeError::NotSubscribable`].
+//!    [`SubscribeError::NotSubscribable`](agentbox::SubscribeError::NotSubscribable).
 //! 4. It is single-consumer (so it takes [`Mutable`](agentbox::Mutable) messages) only if
 //!    every destination, the default included, is.
 //!
@@ -31,12 +31,10 @@
 
 use std::any::TypeId;
 use std::collections::HashMap;
-use std::sync::Arc;
 
-use agentbox::{
-    AgentRef, DeliveryFilter, Environment, Mbox, MboxId, MboxImpl, MboxKind, Message, MessageType,
-    RedirectionDepth, SendError, SubscribeError, WeakEnv,
-};
+use agentbox::{Environment, Mbox, MboxKind, Message, MessageType, RedirectionDepth, SendError};
+
+use crate::send_only::{self, Forward};
 
 /// What a composite mbox does with a message of a type it has no route for.
 #[derive(Clone, Debug)]
@@ -52,7 +50,7 @@ pub enum Unknown {
 /// Builds a composite mbox.
 #[derive(Debug)]
 pub struct Builder {
-    env: WeakEnv,
+    env: Environment,
     routes: HashMap<TypeId, Mbox>,
     unknown: Unknown,
 }
@@ -60,7 +58,7 @@ pub struct Builder {
 /// Starts a composite mbox of `env` with the policy for unrouted types.
 pub fn builder(env: &Environment, unknown: Unknown) -> Builder {
     Builder {
-        env: env.downgrade(),
+        env: env.clone(),
         routes: HashMap::new(),
         unknown,
     }
@@ -91,9 +89,7 @@ impl Builder {
                 _ => None,
             })
             .all(|m| m.kind() == MboxKind::SingleConsumer);
-        Mbox::custom(Arc::new(CompositeMbox {
-            id: MboxId::next(),
-            env: self.env,
+        let routes = Routes {
             routes: self.routes,
             unknown: self.unknown,
             kind: if single {
@@ -101,35 +97,24 @@ impl Builder {
             } else {
                 MboxKind::MultiConsumer
             },
-        }))
+        };
+        send_only::create(&self.env, "composite", routes)
     }
 }
 
-/// The composite mbox.
-pub struct CompositeMbox {
-    id: MboxId,
-    env: WeakEnv,
+/// A composite mbox's routing table.
+struct Routes {
     routes: HashMap<TypeId, Mbox>,
     unknown: Unknown,
     kind: MboxKind,
 }
 
-impl MboxImpl for CompositeMbox {
-    fn id(&self) -> MboxId {
-        self.id
-    }
-
+impl Forward for Routes {
     fn kind(&self) -> MboxKind {
         self.kind
     }
 
-    fn subscribe(&self, _ty: MessageType, _who: &AgentRef) -> Result<(), SubscribeError> {
-        Err(SubscribeError::NotSubscribable { mbox: self.name() })
-    }
-
-    fn unsubscribe(&self, _ty: MessageType, _who: &AgentRef) {}
-
-    fn deliver(&self, msg: Message, depth: RedirectionDepth) -> Result<(), SendError> {
+    fn forward(&self, name: &str, msg: Message, depth: RedirectionDepth) -> Result<(), SendError> {
         match self.routes.get(&msg.type_id()) {
             Some(to) => to.deliver(msg, depth + 1),
             None => match &self.unknown {
@@ -137,29 +122,10 @@ impl MboxImpl for CompositeMbox {
                 Unknown::Drop => Ok(()),
                 Unknown::Error => Err(SendError::Refused {
                     type_name: msg.message_type().name(),
-                    mbox: self.name(),
+                    mbox: name.to_owned(),
                     reason: "no route for this message type".into(),
                 }),
             },
         }
-    }
-
-    fn set_delivery_filter(
-        &self,
-        _ty: MessageType,
-        _filter: DeliveryFilter,
-        _who: &AgentRef,
-    ) -> Result<(), SubscribeError> {
-        Err(SubscribeError::NotSubscribable { mbox: self.name() })
-    }
-
-    fn drop_delivery_filter(&self, _ty: MessageType, _who: &AgentRef) {}
-
-    fn name(&self) -> String {
-        format!("composite:{}", self.id.as_u64())
-    }
-
-    fn environment(&self) -> Option<Environment> {
-        self.env.upgrade()
     }
 }

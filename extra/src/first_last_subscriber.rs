@@ -41,14 +41,15 @@
 //! ```
 
 use std::marker::PhantomData;
-use std::sync::Arc;
 
 use parking_lot::Mutex;
 
 use agentbox::{
-    AgentRef, DeliveryFilter, Environment, Mbox, MboxId, MboxImpl, MboxKind, Message, MessageType,
-    RedirectionDepth, SendError, SubscribeError,
+    AgentRef, Environment, Mbox, MboxId, Message, MessageType, RedirectionDepth, SendError,
+    SubscribeError,
 };
+
+use crate::proxy::{ProxyHooks, ProxyMbox};
 
 /// The type of the mbox got its first subscriber.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,9 +65,8 @@ pub struct LastSubscriberGone {
     pub mbox: MboxId,
 }
 
-/// The notifying mbox.
-pub struct FirstLastMbox<M> {
-    inner: Mbox,
+/// What the notifying mbox adds to the MPMC mbox it wraps.
+pub struct FirstLast<M> {
     notify: Mbox,
     subscribers: Mutex<Vec<AgentRef>>,
     _type: PhantomData<fn() -> M>,
@@ -74,15 +74,17 @@ pub struct FirstLastMbox<M> {
 
 /// A mbox of `env` for messages of type `M` that notifies `notify`.
 pub fn create<M: Send + Sync + 'static>(env: &Environment, notify: &Mbox) -> Mbox {
-    Mbox::custom(Arc::new(FirstLastMbox::<M> {
-        inner: env.create_mbox(),
-        notify: notify.clone(),
-        subscribers: Mutex::new(Vec::new()),
-        _type: PhantomData,
-    }))
+    ProxyMbox::wrap(
+        env.create_mbox(),
+        FirstLast::<M> {
+            notify: notify.clone(),
+            subscribers: Mutex::new(Vec::new()),
+            _type: PhantomData,
+        },
+    )
 }
 
-impl<M: Send + Sync + 'static> FirstLastMbox<M> {
+impl<M: Send + Sync + 'static> FirstLast<M> {
     fn check(&self, ty: MessageType) -> Result<(), String> {
         if ty == MessageType::of::<M>() {
             Ok(())
@@ -92,71 +94,56 @@ impl<M: Send + Sync + 'static> FirstLastMbox<M> {
     }
 }
 
-impl<M: Send + Sync + 'static> MboxImpl for FirstLastMbox<M> {
-    fn id(&self) -> MboxId {
-        self.inner.id()
-    }
-
-    fn kind(&self) -> MboxKind {
-        MboxKind::MultiConsumer
-    }
-
-    fn subscribe(&self, ty: MessageType, who: &AgentRef) -> Result<(), SubscribeError> {
+impl<M: Send + Sync + 'static> ProxyHooks for FirstLast<M> {
+    fn subscribe(
+        &self,
+        inner: &Mbox,
+        ty: MessageType,
+        who: &AgentRef,
+    ) -> Result<(), SubscribeError> {
         self.check(ty).map_err(|reason| SubscribeError::Refused {
-            mbox: self.name(),
+            mbox: self.name(inner),
             reason,
         })?;
         // Held while notifying: notifications keep the order of the changes (rule 4).
         let mut subs = self.subscribers.lock();
-        self.inner.subscribe(ty, who)?;
+        inner.subscribe(ty, who)?;
         if !subs.contains(who) {
             subs.push(who.clone());
             if subs.len() == 1 {
-                let _ = self.notify.send(FirstSubscriber { mbox: self.id() });
+                let _ = self.notify.send(FirstSubscriber { mbox: inner.id() });
             }
         }
         Ok(())
     }
 
-    fn unsubscribe(&self, ty: MessageType, who: &AgentRef) {
+    fn unsubscribe(&self, inner: &Mbox, ty: MessageType, who: &AgentRef) {
         let mut subs = self.subscribers.lock();
-        self.inner.unsubscribe(ty, who);
+        inner.unsubscribe(ty, who);
         if let Some(pos) = subs.iter().position(|s| s == who) {
             subs.remove(pos);
             if subs.is_empty() {
-                let _ = self.notify.send(LastSubscriberGone { mbox: self.id() });
+                let _ = self.notify.send(LastSubscriberGone { mbox: inner.id() });
             }
         }
     }
 
-    fn deliver(&self, msg: Message, depth: RedirectionDepth) -> Result<(), SendError> {
+    fn deliver(
+        &self,
+        inner: &Mbox,
+        msg: Message,
+        depth: RedirectionDepth,
+    ) -> Result<(), SendError> {
         self.check(msg.message_type())
             .map_err(|reason| SendError::Refused {
                 type_name: msg.message_type().name(),
-                mbox: self.name(),
+                mbox: self.name(inner),
                 reason,
             })?;
-        self.inner.deliver(msg, depth)
+        inner.deliver(msg, depth)
     }
 
-    fn set_delivery_filter(
-        &self,
-        ty: MessageType,
-        filter: DeliveryFilter,
-        who: &AgentRef,
-    ) -> Result<(), SubscribeError> {
-        self.inner.set_delivery_filter(ty, filter, who)
-    }
-
-    fn drop_delivery_filter(&self, ty: MessageType, who: &AgentRef) {
-        self.inner.drop_delivery_filter(ty, who)
-    }
-
-    fn name(&self) -> String {
-        format!("first_last({})", self.inner.name())
-    }
-
-    fn environment(&self) -> Option<Environment> {
-        self.inner.environment()
+    fn name(&self, inner: &Mbox) -> String {
+        format!("first_last({})", inner.name())
     }
 }

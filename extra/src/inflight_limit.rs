@@ -29,14 +29,12 @@ use std::marker::PhantomData;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use agentbox::{
-    Access, AgentRef, DeliveryFilter, Envelope, Environment, Mbox, MboxId, MboxImpl, MboxKind,
-    Message, MessageType, RedirectionDepth, SendError, SubscribeError,
-};
+use agentbox::{Access, Envelope, Mbox, Message, RedirectionDepth, SendError};
 
-/// The in-flight-limited mbox.
-pub struct InflightLimitMbox<M> {
-    dest: Mbox,
+use crate::proxy::{ProxyHooks, ProxyMbox};
+
+/// What the in-flight limit adds to the mbox it stands in front of.
+pub struct InflightLimit<M> {
     limit: usize,
     in_flight: Arc<AtomicUsize>,
     _type: PhantomData<fn() -> M>,
@@ -44,12 +42,14 @@ pub struct InflightLimitMbox<M> {
 
 /// An mbox that lets at most `limit` messages of type `M` be in flight to `dest`.
 pub fn create<M: 'static>(dest: &Mbox, limit: usize) -> Mbox {
-    Mbox::custom(Arc::new(InflightLimitMbox::<M> {
-        dest: dest.clone(),
-        limit,
-        in_flight: Arc::new(AtomicUsize::new(0)),
-        _type: PhantomData,
-    }))
+    ProxyMbox::wrap(
+        dest.clone(),
+        InflightLimit::<M> {
+            limit,
+            in_flight: Arc::new(AtomicUsize::new(0)),
+            _type: PhantomData,
+        },
+    )
 }
 
 /// Holds one in-flight slot; frees it when the last copy of the message is dropped.
@@ -67,40 +67,14 @@ impl Drop for Slot {
     }
 }
 
-impl<M: 'static> InflightLimitMbox<M> {
-    fn refuse(&self, ty: MessageType) -> String {
-        format!(
-            "takes {} only, not {}",
-            std::any::type_name::<M>(),
-            ty.name()
-        )
-    }
-}
-
-impl<M: 'static> MboxImpl for InflightLimitMbox<M> {
-    fn id(&self) -> MboxId {
-        self.dest.id()
-    }
-
-    fn kind(&self) -> MboxKind {
-        self.dest.kind()
-    }
-
-    fn subscribe(&self, ty: MessageType, who: &AgentRef) -> Result<(), SubscribeError> {
-        self.dest.subscribe(ty, who)
-    }
-
-    fn unsubscribe(&self, ty: MessageType, who: &AgentRef) {
-        self.dest.unsubscribe(ty, who)
-    }
-
-    fn deliver(&self, msg: Message, depth: RedirectionDepth) -> Result<(), SendError> {
+impl<M: 'static> ProxyHooks for InflightLimit<M> {
+    fn deliver(&self, dest: &Mbox, msg: Message, depth: RedirectionDepth) -> Result<(), SendError> {
         let ty = msg.message_type();
         if ty.type_id() != std::any::TypeId::of::<M>() {
             return Err(SendError::Refused {
                 type_name: ty.name(),
-                mbox: self.name(),
-                reason: self.refuse(ty),
+                mbox: self.name(dest),
+                reason: format!("takes {} only", std::any::type_name::<M>()),
             });
         }
         let taken = self
@@ -113,27 +87,10 @@ impl<M: 'static> MboxImpl for InflightLimitMbox<M> {
             return Ok(()); // rule 2: over the limit, dropped
         }
         let slot = Slot(self.in_flight.clone());
-        self.dest.deliver(Message::enveloped(msg, slot), depth)
+        dest.deliver(Message::enveloped(msg, slot), depth)
     }
 
-    fn set_delivery_filter(
-        &self,
-        ty: MessageType,
-        filter: DeliveryFilter,
-        who: &AgentRef,
-    ) -> Result<(), SubscribeError> {
-        self.dest.set_delivery_filter(ty, filter, who)
-    }
-
-    fn drop_delivery_filter(&self, ty: MessageType, who: &AgentRef) {
-        self.dest.drop_delivery_filter(ty, who)
-    }
-
-    fn name(&self) -> String {
-        format!("inflight_limit({})", self.dest.name())
-    }
-
-    fn environment(&self) -> Option<Environment> {
-        self.dest.environment()
+    fn name(&self, dest: &Mbox) -> String {
+        format!("inflight_limit({})", dest.name())
     }
 }

@@ -30,4 +30,5 @@ pub mod inflight_limit;
 pub mod proxy;
 pub mod retained;
 pub mod round_robin;
+mod send_only;
 pub mod shutdowner;

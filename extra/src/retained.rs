@@ -40,14 +40,15 @@
 use std::any::TypeId;
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use parking_lot::ReentrantMutex;
 
 use agentbox::{
-    AgentId, AgentRef, DeliveryFilter, Environment, Mbox, MboxId, MboxImpl, MboxKind, Message,
-    MessageType, RedirectionDepth, SendError, SubscribeError,
+    AgentId, AgentRef, DeliveryFilter, Environment, Mbox, Message, MessageType, RedirectionDepth,
+    SendError, SubscribeError,
 };
+
+use crate::proxy::{ProxyHooks, ProxyMbox};
 
 #[derive(Default)]
 struct Subscriber {
@@ -62,24 +63,26 @@ struct State {
     subscribers: HashMap<(TypeId, AgentId), Subscriber>,
 }
 
-/// The retained-message mbox (over an ordinary MPMC mbox whose id it shares).
-pub struct RetainedMbox {
-    inner: Mbox,
+/// What the retained-message mbox adds to the ordinary MPMC mbox it wraps (and whose id it
+/// shares).
+pub struct Retained {
     /// Re-entrant: a delivery may come back into this mbox (a limit redirecting here).
     state: ReentrantMutex<RefCell<State>>,
 }
 
 /// A new retained-message mbox of `env`.
 pub fn create(env: &Environment) -> Mbox {
-    Mbox::custom(Arc::new(RetainedMbox {
-        inner: env.create_mbox(),
-        state: ReentrantMutex::new(RefCell::new(State::default())),
-    }))
+    ProxyMbox::wrap(
+        env.create_mbox(),
+        Retained {
+            state: ReentrantMutex::new(RefCell::new(State::default())),
+        },
+    )
 }
 
-impl RetainedMbox {
+impl Retained {
     /// Rule 3: gives the retained message of `ty` to `who` if it is due.
-    fn give(&self, st: &RefCell<State>, ty: MessageType, who: &AgentRef) {
+    fn give(&self, inner: &Mbox, st: &RefCell<State>, ty: MessageType, who: &AgentRef) {
         let msg = {
             let mut st = st.borrow_mut();
             let State {
@@ -101,90 +104,85 @@ impl RetainedMbox {
             }
             msg.clone()
         };
-        who.push_message(self.inner.id(), msg, 0);
+        who.push_message(inner.id(), msg, 0);
+    }
+
+    /// Changes `who`'s entry for `ty`, dropping it once it has neither a subscription nor a
+    /// filter.
+    fn update(
+        &self,
+        st: &RefCell<State>,
+        ty: MessageType,
+        who: &AgentRef,
+        f: impl FnOnce(&mut Subscriber),
+    ) {
+        let mut st = st.borrow_mut();
+        let key = (ty.type_id(), who.id());
+        let s = st.subscribers.entry(key).or_default();
+        f(s);
+        if !s.subscribed && s.filter.is_none() {
+            st.subscribers.remove(&key);
+        }
     }
 }
 
-impl MboxImpl for RetainedMbox {
-    fn id(&self) -> MboxId {
-        self.inner.id()
-    }
-
-    fn kind(&self) -> MboxKind {
-        MboxKind::MultiConsumer
-    }
-
-    fn subscribe(&self, ty: MessageType, who: &AgentRef) -> Result<(), SubscribeError> {
+impl ProxyHooks for Retained {
+    fn subscribe(
+        &self,
+        inner: &Mbox,
+        ty: MessageType,
+        who: &AgentRef,
+    ) -> Result<(), SubscribeError> {
         let guard = self.state.lock();
-        self.inner.subscribe(ty, who)?;
-        guard
-            .borrow_mut()
-            .subscribers
-            .entry((ty.type_id(), who.id()))
-            .or_default()
-            .subscribed = true;
-        self.give(&guard, ty, who);
+        inner.subscribe(ty, who)?;
+        self.update(&guard, ty, who, |s| s.subscribed = true);
+        self.give(inner, &guard, ty, who);
         Ok(())
     }
 
-    fn unsubscribe(&self, ty: MessageType, who: &AgentRef) {
+    fn unsubscribe(&self, inner: &Mbox, ty: MessageType, who: &AgentRef) {
         let guard = self.state.lock();
-        self.inner.unsubscribe(ty, who);
-        let mut st = guard.borrow_mut();
-        let key = (ty.type_id(), who.id());
-        if let Some(s) = st.subscribers.get_mut(&key) {
+        inner.unsubscribe(ty, who);
+        self.update(&guard, ty, who, |s| {
             s.subscribed = false;
             s.given = false;
-            if s.filter.is_none() {
-                st.subscribers.remove(&key);
-            }
-        }
+        });
     }
 
-    fn deliver(&self, msg: Message, depth: RedirectionDepth) -> Result<(), SendError> {
+    fn deliver(
+        &self,
+        inner: &Mbox,
+        msg: Message,
+        depth: RedirectionDepth,
+    ) -> Result<(), SendError> {
         let guard = self.state.lock();
         // The inner mbox refuses what an MPMC mbox refuses (mutable messages).
-        self.inner.deliver(msg.clone(), depth)?;
+        inner.deliver(msg.clone(), depth)?;
         guard.borrow_mut().retained.insert(msg.type_id(), msg);
         Ok(())
     }
 
     fn set_delivery_filter(
         &self,
+        inner: &Mbox,
         ty: MessageType,
         filter: DeliveryFilter,
         who: &AgentRef,
     ) -> Result<(), SubscribeError> {
         let guard = self.state.lock();
-        self.inner.set_delivery_filter(ty, filter.clone(), who)?;
-        guard
-            .borrow_mut()
-            .subscribers
-            .entry((ty.type_id(), who.id()))
-            .or_default()
-            .filter = Some(filter);
-        self.give(&guard, ty, who);
+        inner.set_delivery_filter(ty, filter.clone(), who)?;
+        self.update(&guard, ty, who, |s| s.filter = Some(filter));
+        self.give(inner, &guard, ty, who);
         Ok(())
     }
 
-    fn drop_delivery_filter(&self, ty: MessageType, who: &AgentRef) {
+    fn drop_delivery_filter(&self, inner: &Mbox, ty: MessageType, who: &AgentRef) {
         let guard = self.state.lock();
-        self.inner.drop_delivery_filter(ty, who);
-        let mut st = guard.borrow_mut();
-        let key = (ty.type_id(), who.id());
-        if let Some(s) = st.subscribers.get_mut(&key) {
-            s.filter = None;
-            if !s.subscribed {
-                st.subscribers.remove(&key);
-            }
-        }
+        inner.drop_delivery_filter(ty, who);
+        self.update(&guard, ty, who, |s| s.filter = None);
     }
 
-    fn name(&self) -> String {
-        format!("retained({})", self.inner.name())
-    }
-
-    fn environment(&self) -> Option<Environment> {
-        self.inner.environment()
+    fn name(&self, inner: &Mbox) -> String {
+        format!("retained({})", inner.name())
     }
 }

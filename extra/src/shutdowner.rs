@@ -40,9 +40,11 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use agentbox::{
-    AgentRef, DeliveryFilter, Environment, Mbox, MboxId, MboxImpl, MboxKind, Message, MessageType,
-    RedirectionDepth, SendError, StopGuard, StopGuardError, SubscribeError, WeakEnv,
+    AgentRef, Environment, Mbox, Message, MessageType, RedirectionDepth, SendError, StopGuard,
+    StopGuardError, SubscribeError, WeakEnv,
 };
+
+use crate::proxy::{ProxyHooks, ProxyMbox};
 
 /// Sent to the shutdowner's subscribers when a stop is requested.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,9 +71,8 @@ struct State {
     released: bool,
 }
 
-/// The notify mbox: an MPMC mbox that counts who subscribes to `ShutdownInitiated`.
-struct NoticeMbox {
-    inner: Mbox,
+/// The notify mbox's hooks over an MPMC mbox: count who subscribes to `ShutdownInitiated`.
+struct Notices {
     owner: Weak<Inner>,
 }
 
@@ -84,10 +85,7 @@ impl Shutdowner {
     /// [`StopGuardError::StopInProgress`] when the environment is already stopping.
     pub fn install(env: &Environment, max_time: Duration) -> Result<Shutdowner, StopGuardError> {
         let inner = Arc::new_cyclic(|me: &Weak<Inner>| Inner {
-            mbox: Mbox::custom(Arc::new(NoticeMbox {
-                inner: env.create_mbox(),
-                owner: me.clone(),
-            })),
+            mbox: ProxyMbox::wrap(env.create_mbox(), Notices { owner: me.clone() }),
             env: env.downgrade(),
             max_time,
             state: Mutex::new(State::default()),
@@ -179,17 +177,14 @@ impl Inner {
     }
 }
 
-impl MboxImpl for NoticeMbox {
-    fn id(&self) -> MboxId {
-        self.inner.id()
-    }
-
-    fn kind(&self) -> MboxKind {
-        MboxKind::MultiConsumer
-    }
-
-    fn subscribe(&self, ty: MessageType, who: &AgentRef) -> Result<(), SubscribeError> {
-        self.inner.subscribe(ty, who)?;
+impl ProxyHooks for Notices {
+    fn subscribe(
+        &self,
+        inner: &Mbox,
+        ty: MessageType,
+        who: &AgentRef,
+    ) -> Result<(), SubscribeError> {
+        inner.subscribe(ty, who)?;
         if ty != MessageType::of::<ShutdownInitiated>() {
             return Ok(());
         }
@@ -205,13 +200,13 @@ impl MboxImpl for NoticeMbox {
         };
         if late {
             // Subscribed after the notice went out: it gets its own.
-            who.push_message(self.inner.id(), Message::new(ShutdownInitiated), 0);
+            who.push_message(inner.id(), Message::new(ShutdownInitiated), 0);
         }
         Ok(())
     }
 
-    fn unsubscribe(&self, ty: MessageType, who: &AgentRef) {
-        self.inner.unsubscribe(ty, who);
+    fn unsubscribe(&self, inner: &Mbox, ty: MessageType, who: &AgentRef) {
+        inner.unsubscribe(ty, who);
         if ty != MessageType::of::<ShutdownInitiated>() {
             return;
         }
@@ -228,28 +223,16 @@ impl MboxImpl for NoticeMbox {
         }
     }
 
-    fn deliver(&self, msg: Message, depth: RedirectionDepth) -> Result<(), SendError> {
-        self.inner.deliver(msg, depth)
-    }
-
-    fn set_delivery_filter(
+    fn deliver(
         &self,
-        ty: MessageType,
-        filter: DeliveryFilter,
-        who: &AgentRef,
-    ) -> Result<(), SubscribeError> {
-        self.inner.set_delivery_filter(ty, filter, who)
+        inner: &Mbox,
+        msg: Message,
+        depth: RedirectionDepth,
+    ) -> Result<(), SendError> {
+        inner.deliver(msg, depth)
     }
 
-    fn drop_delivery_filter(&self, ty: MessageType, who: &AgentRef) {
-        self.inner.drop_delivery_filter(ty, who)
-    }
-
-    fn name(&self) -> String {
-        format!("shutdowner({})", self.inner.name())
-    }
-
-    fn environment(&self) -> Option<Environment> {
-        self.inner.environment()
+    fn name(&self, inner: &Mbox) -> String {
+        format!("shutdowner({})", inner.name())
     }
 }

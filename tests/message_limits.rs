@@ -358,14 +358,5 @@ fn child_entry() {
 
 #[test]
 fn a_message_over_an_abort_limit_aborts_the_process() {
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
-        .env("AGENTBOX_LIMIT_ABORT_CHILD", "1")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
-    assert!(!stdout.contains("NOT ABORTED"), "{stdout}");
-    assert!(stderr.contains("over its limit of 1"), "{stderr}");
+    common::expect_child_abort("AGENTBOX_LIMIT_ABORT_CHILD", "over its limit of 1");
 }

@@ -224,3 +224,29 @@ pub fn coop_notice(m: &agentbox::Message) -> String {
         format!("other {}", m.message_type().name())
     }
 }
+
+/// Runs this test binary's `child_entry` test in a child process with `env_var` set, and
+/// checks that the child aborted (SIGABRT on Unix) before printing `NOT ABORTED`, with
+/// `stderr_has` in its error output.
+pub fn expect_child_abort(env_var: &str, stderr_has: &str) {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
+        .env(env_var, "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(!stdout.contains("NOT ABORTED"), "{stdout}");
+    assert!(stderr.contains(stderr_has), "{stderr}");
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(
+            out.status.signal(),
+            Some(6),
+            "SIGABRT expected: {:?}",
+            out.status
+        );
+    }
+}

@@ -51,9 +51,10 @@ impl<K: Eq + Hash + Copy, V> SmallMap<K, V> {
                     return Some(std::mem::replace(&mut slot.1, value));
                 }
                 if v.len() < SPILL {
-                    if v.capacity() == 0 {
-                        // Most maps hold one or two keys: not the default four.
-                        v.reserve_exact(2);
+                    if v.len() == v.capacity() {
+                        // Exactly sized: most maps hold one or two keys, and an agent holds
+                        // several maps (a million agents felt the default growth).
+                        v.reserve_exact(1);
                     }
                     v.push((key, value));
                     return None;

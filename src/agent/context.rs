@@ -131,9 +131,10 @@ pub struct Context<A: Agent> {
     pub(crate) states: States,
     /// The environment's tracer, if tracing is on.
     pub(crate) trace: Trace,
-    /// Limits being declared; `None` once fixed (at the first subscription or after
-    /// `define`).
-    limits: Option<Declared>,
+    /// Limits being declared (boxed at the first declaration); fixed at the first
+    /// subscription or after `define`.
+    limits: Option<Box<Declared>>,
+    limits_fixed: bool,
 }
 
 impl<A: Agent> Context<A> {
@@ -145,7 +146,8 @@ impl<A: Agent> Context<A> {
             env,
             subs: Subscriptions::default(),
             states: States::new(),
-            limits: Some(Declared::default()),
+            limits: None,
+            limits_fixed: false,
         }
     }
 
@@ -388,19 +390,20 @@ impl<A: Agent> Context<A> {
 
     /// Rule 1 of [`crate::limits`]: the agent's limits are fixed from now on.
     pub(crate) fn freeze_limits(&mut self) {
+        self.limits_fixed = true;
         let Some(declared) = self.limits.take() else {
             return;
         };
-        if let (Some(table), Some(core)) = (declared.build(), self.this.upgrade()) {
-            let _ = core.limits.set(table);
+        if let (Some(table), Some(core)) = ((*declared).build(), self.this.upgrade()) {
+            let _ = core.limits.set(Box::new(table));
         }
     }
 
     fn declare_limit(&mut self, ty: Option<MessageType>, spec: Spec) -> Result<(), LimitError> {
-        self.limits
-            .as_mut()
-            .ok_or(LimitError::TooLate)?
-            .add(ty, spec)
+        if self.limits_fixed {
+            return Err(LimitError::TooLate);
+        }
+        self.limits.get_or_insert_default().add(ty, spec)
     }
 
     /// At most `max` demands of `M` may wait for this agent; more are dropped.

@@ -66,8 +66,9 @@ pub(crate) struct AgentCore {
     pub(crate) coop: OnceLock<Weak<CoopInner>>,
     /// The environment's tracer, if tracing is on.
     pub(crate) trace: Trace,
-    /// Message limits, fixed at the agent's first subscription (unset: no limits).
-    pub(crate) limits: OnceLock<LimitTable>,
+    /// Message limits, fixed at the agent's first subscription (unset: no limits). Boxed:
+    /// most agents have none, and the core is allocated per agent.
+    pub(crate) limits: OnceLock<Box<LimitTable>>,
 }
 
 impl AgentCore {

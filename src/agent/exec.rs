@@ -51,7 +51,8 @@ impl<A: Agent> Inner<A> {
     fn apply_pending_slow(&mut self) -> Result<(), StateError> {
         while self.ctx.subs.has_pending() || !self.ctx.states.pending.is_empty() {
             let slab = self.slab.get_mut();
-            for (slot, h) in self.ctx.subs.new_handlers.get_mut().drain(..) {
+            // Taken, not drained: the list is freed (most agents subscribe once, in define).
+            for (slot, h) in std::mem::take(self.ctx.subs.new_handlers.get_mut()) {
                 match h {
                     Handler::Safe(f) => {
                         if slot >= self.safe.len() {
@@ -61,6 +62,7 @@ impl<A: Agent> Inner<A> {
                     }
                     h => {
                         if slot >= slab.len() {
+                            slab.reserve_exact(slot + 1 - slab.len());
                             slab.resize_with(slot + 1, || None);
                         }
                         slab[slot] = Some(h);

@@ -292,6 +292,7 @@ pub(crate) fn register(mut coop: Coop) -> Result<CoopHandle, RegisterError> {
                 (a, exec, b, queue, key)
             })
             .collect();
+        s.agents.reserve_exact(bound.len());
         for (a, exec, b, queue, key) in bound {
             a.set_status(ACTIVE);
             activate(&a, queue, key, exec);

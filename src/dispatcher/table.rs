@@ -93,6 +93,10 @@ impl AgentTable {
         let slot = key.slot as usize;
         if let DemandKind::Bind(core, exec) = kind {
             if slot >= self.slots.len() {
+                // Grown by half, not doubled: a table per cooperation queue is common
+                // (thread pools), and a million agents felt the doubling.
+                let want = (slot + 1).max(self.slots.len() + self.slots.len() / 2);
+                self.slots.reserve_exact(want - self.slots.len());
                 self.slots.resize_with(slot + 1, || None);
             }
             self.slots[slot] = Some((key.generation, core, exec));

@@ -188,6 +188,7 @@ impl Shared {
                         Some(d) => d,
                         None => {
                             inbox.scheduled = false;
+                            inbox.release_burst();
                             return;
                         }
                     }
@@ -205,6 +206,7 @@ impl Shared {
                 let mut inbox = q.inbox.lock();
                 if inbox.demands.is_empty() {
                     inbox.scheduled = false;
+                    inbox.release_burst();
                     return;
                 }
             }
@@ -262,6 +264,16 @@ impl StatsSource for Core {
 struct Inbox {
     demands: VecDeque<Demand>,
     scheduled: bool,
+}
+
+impl Inbox {
+    /// An empty queue gives back the memory of a past burst (a registration queues two
+    /// demands per agent): with a queue per cooperation, a million agents kept gigabytes.
+    fn release_burst(&mut self) {
+        if self.demands.capacity() > 32 {
+            self.demands = VecDeque::new();
+        }
+    }
 }
 
 /// A FIFO of demands and the executors of the agents it serves.

@@ -314,3 +314,53 @@ fn setting_the_limit_again_while_active_restarts_it_from_zero() {
 
 static REARMED: std::sync::Mutex<Option<Instant>> = std::sync::Mutex::new(None);
 static EXPIRED: std::sync::Mutex<Option<Instant>> = std::sync::Mutex::new(None);
+
+/// `just_switch_to` on a timer message: cancelled with its copy queued, it switches nothing.
+struct Switcher {
+    log: Log,
+    next: State,
+}
+
+impl Agent for Switcher {
+    fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+        let next = self.next.clone();
+        ctx.subscribe_self().just_switch_to::<Probe>(&next)?;
+        let log = self.log.clone();
+        ctx.on_enter(&next, move |_, _| log.push("switched"));
+        ctx.subscribe_self()
+            .in_state(&next)
+            .event(|_: &mut Self, ctx, _: &Leave| ctx.deregister_coop(DeregReason::Normal))?;
+        ctx.subscribe_self()
+            .event(|_: &mut Self, ctx, _: &Leave| ctx.deregister_coop(DeregReason::Normal))?;
+        Ok(())
+    }
+    fn on_start(&mut self, ctx: &mut Context<Self>) {
+        let me = ctx.direct_mbox();
+        let timer = send_delayed(&me, Duration::ZERO, Probe).unwrap();
+        while ctx.environment().pending_timers() > 0 {
+            std::thread::yield_now();
+        }
+        timer.cancel();
+        send(&me, Leave).unwrap();
+    }
+}
+
+#[test]
+fn a_cancelled_timer_message_switches_no_state() {
+    let log = within_patience(|| {
+        let log = Log::new();
+        let l = log.clone();
+        Environment::launch(move |env| {
+            env.introduce_coop(|coop| {
+                coop.add_agent(Switcher {
+                    log: l,
+                    next: State::new("next"),
+                });
+            })
+            .unwrap();
+        })
+        .unwrap();
+        log.get()
+    });
+    assert!(log.is_empty(), "{log:?}");
+}

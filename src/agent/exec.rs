@@ -220,6 +220,17 @@ impl<A: Agent> Inner<A> {
         if mbox == TIME_LIMIT_MBOX {
             return self.time_limit_expired(msg);
         }
+        // A revoked (cancelled, expired) message switches no state either.
+        if msg.is_enveloped() && msg.reveal(Access::Handling).is_none() {
+            trace::emit(&self.ctx.trace, || {
+                TraceRecord::new(TraceEvent::Hidden)
+                    .agent(self.ctx.id)
+                    .mbox(mbox)
+                    .msg(msg.message_type())
+                    .state(self.ctx.states.current.name())
+            });
+            return Ok(());
+        }
         let ty = msg.message_type();
         let mut visited: SmallVec<[u64; 4]> = SmallVec::new();
         loop {

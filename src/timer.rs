@@ -64,11 +64,14 @@ use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
 use parking_lot::{Condvar, Mutex};
 use thiserror::Error;
 
 use crate::agent::AgentRef;
 use crate::dispatcher::DemandKind;
+use crate::environment::WeakEnv;
 use crate::mbox::{Mbox, MboxId, MboxKind};
 use crate::message::{Access, Envelope, Message};
 
@@ -332,22 +335,25 @@ struct Engine {
 pub(crate) struct TimerThread {
     engine: Arc<Engine>,
     thread: Mutex<Option<JoinHandle<()>>>,
+    env: WeakEnv,
 }
 
 impl TimerThread {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(env: WeakEnv) -> Self {
         TimerThread {
             engine: Arc::new(Engine::default()),
             thread: Mutex::new(None),
+            env,
         }
     }
 
     pub(crate) fn start(&self) -> std::io::Result<()> {
         self.engine.heap.lock().running = true;
         let engine = self.engine.clone();
+        let env = self.env.clone();
         let t = std::thread::Builder::new()
             .name("agentbox-timer".into())
-            .spawn(move || run(&engine))?;
+            .spawn(move || run(&engine, &env))?;
         *self.thread.lock() = Some(t);
         Ok(())
     }
@@ -433,7 +439,7 @@ impl Engine {
     }
 }
 
-fn run(engine: &Engine) {
+fn run(engine: &Engine, env: &WeakEnv) {
     let mut heap = engine.heap.lock();
     loop {
         if heap.stopped {
@@ -481,7 +487,21 @@ fn run(engine: &Engine) {
                     }
                 }
                 drop(heap);
-                crate::mchain::without_waiting(|| entry.fire());
+                // A delivery filter or a custom mbox runs here: its panic must not end the
+                // timer thread (and every timer with it).
+                let fired = catch_unwind(AssertUnwindSafe(|| {
+                    crate::mchain::without_waiting(|| entry.fire())
+                }));
+                if let Err(payload) = fired {
+                    let line = format!(
+                        "a timer delivery panicked (in a delivery filter or a custom mbox): {}",
+                        crate::exception::panic_message(&payload)
+                    );
+                    match env.upgrade() {
+                        Some(env) => env.log_error(&line),
+                        None => eprintln!("agentbox: {line}"),
+                    }
+                }
                 drop(entry);
                 heap = engine.heap.lock();
             }

@@ -364,3 +364,51 @@ fn a_cancelled_timer_message_switches_no_state() {
     });
     assert!(log.is_empty(), "{log:?}");
 }
+
+#[test]
+fn a_panicking_delivery_filter_does_not_stop_the_timer_thread() {
+    struct Picky {
+        source: Mbox,
+        got: Log,
+    }
+    impl Agent for Picky {
+        fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+            ctx.set_delivery_filter(&self.source.clone(), |v: &u8| {
+                assert!(*v != 1, "the filter panics on 1");
+                true
+            })?;
+            ctx.subscribe(&self.source.clone())
+                .event(|a: &mut Self, ctx, v: &u8| {
+                    a.got.push(format!("{v}"));
+                    ctx.deregister_coop(DeregReason::Normal);
+                })?;
+            Ok(())
+        }
+    }
+    let errors = Log::new();
+    let got = Log::new();
+    let (e, g) = (errors.clone(), got.clone());
+    within_patience(move || {
+        let params = agentbox::EnvParams::new().error_logger(move |l| e.push(l));
+        Environment::launch_with(params, move |env| {
+            let source = env.create_mbox();
+            env.introduce_coop(|coop| {
+                coop.add_agent(Picky {
+                    source: source.clone(),
+                    got: g,
+                });
+            })
+            .unwrap();
+            send_delayed(&source, Duration::ZERO, 1u8).unwrap().detach();
+            send_delayed(&source, Duration::from_millis(5), 2u8)
+                .unwrap()
+                .detach();
+        })
+        .unwrap();
+    });
+    assert_eq!(got.get(), ["2"]);
+    assert!(errors
+        .get()
+        .iter()
+        .any(|l| l.contains("timer delivery panicked")));
+}

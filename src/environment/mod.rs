@@ -169,10 +169,10 @@ impl Environment {
                 autoshutdown: params.autoshutdown,
                 stats: StatsCore::new(
                     weak.clone(),
-                    Mbox(Repr::Mpmc(mpmc::create(weak, trace.clone()))),
+                    Mbox(Repr::Mpmc(mpmc::create(weak.clone(), trace.clone()))),
                 ),
                 trace,
-                timers: TimerThread::new(),
+                timers: TimerThread::new(weak.clone()),
                 id: {
                     static NEXT_ENV: std::sync::atomic::AtomicU64 =
                         std::sync::atomic::AtomicU64::new(1);

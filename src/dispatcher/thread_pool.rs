@@ -270,7 +270,7 @@ impl Inbox {
     /// An empty queue gives back the memory of a past burst (a registration queues two
     /// demands per agent): with a queue per cooperation, a million agents kept gigabytes.
     fn release_burst(&mut self) {
-        if self.demands.capacity() > 32 {
+        if self.demands.capacity() > 8 {
             self.demands = VecDeque::new();
         }
     }

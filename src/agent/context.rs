@@ -20,12 +20,20 @@ use crate::trace::Trace;
 pub(crate) struct States {
     pub(crate) default: State,
     pub(crate) current: State,
+    pub(crate) pending: Vec<State>,
+    pub(crate) in_hook: bool,
+    /// What only agents with states of their own use, allocated on first use: most agents
+    /// live in the default state, and a million of them felt four empty maps each.
+    rare: Option<Box<StatesRare>>,
+}
+
+/// The parts of [`States`] an agent that never leaves its default state does not need.
+#[derive(Default)]
+pub(crate) struct StatesRare {
     /// Per composite state with history: the child (shallow) or leaf (deep) last active.
     history: SmallMap<u64, State>,
     /// Per state: slots of its `on_enter` and `on_exit` hooks.
     pub(crate) hooks: SmallMap<u64, (Option<usize>, Option<usize>)>,
-    pub(crate) pending: Vec<State>,
-    pub(crate) in_hook: bool,
     /// Every state the agent has named to its context, with parents and initial chains:
     /// a parent holds its initial substate weakly, so the context keeps them alive even if
     /// the user's own handles are dropped.
@@ -58,23 +66,32 @@ impl States {
         States {
             current: default.clone(),
             default,
-            history: SmallMap::default(),
-            hooks: SmallMap::default(),
             pending: Vec::new(),
             in_hook: false,
-            known: SmallMap::default(),
-            time_limits: SmallMap::default(),
+            rare: None,
         }
+    }
+
+    pub(crate) fn rare(&self) -> Option<&StatesRare> {
+        self.rare.as_deref()
+    }
+
+    pub(crate) fn rare_mut(&mut self) -> &mut StatesRare {
+        self.rare.get_or_insert_default()
     }
 
     pub(crate) fn keep(&mut self, state: &State) {
         // The default state lives for the whole process; most agents name no other.
-        if state == super::state::default_state() || self.known.contains_key(&state.id()) {
+        if state == super::state::default_state()
+            || self
+                .rare()
+                .is_some_and(|r| r.known.contains_key(&state.id()))
+        {
             return;
         }
         let mut s = Some(state.clone());
         while let Some(st) = s {
-            if self.known.insert(st.id(), st.clone()).is_some() {
+            if self.rare_mut().known.insert(st.id(), st.clone()).is_some() {
                 break;
             }
             s = st.parent().cloned();
@@ -88,7 +105,7 @@ impl States {
     pub(crate) fn resolve(&self, target: &State) -> Result<State, StateError> {
         let mut s = target.clone();
         while s.has_substates() {
-            let remembered = self.history.get(&s.id()).cloned();
+            let remembered = self.rare().and_then(|r| r.history.get(&s.id())).cloned();
             s = match (s.history(), remembered) {
                 (super::History::Deep, Some(leaf)) => return Ok(leaf),
                 (super::History::Shallow, Some(child)) => child,
@@ -107,10 +124,10 @@ impl States {
             match p.history() {
                 super::History::None => {}
                 super::History::Shallow => {
-                    self.history.insert(p.id(), path[i + 1].clone());
+                    self.rare_mut().history.insert(p.id(), path[i + 1].clone());
                 }
                 super::History::Deep => {
-                    self.history.insert(p.id(), leaf.clone());
+                    self.rare_mut().history.insert(p.id(), leaf.clone());
                 }
             }
         }
@@ -341,6 +358,7 @@ impl<A: Agent> Context<A> {
         self.states.keep(target);
         let entry = self
             .states
+            .rare_mut()
             .time_limits
             .entry_or_insert_with(state.id(), || TimeLimit {
                 limit,
@@ -359,13 +377,20 @@ impl<A: Agent> Context<A> {
     /// Removes `state`'s time limit (a running countdown is cancelled).
     pub fn drop_time_limit(&mut self, state: &State) {
         self.disarm_time_limit(state.id());
-        self.states.time_limits.remove(&state.id());
+        if let Some(r) = self.states.rare.as_mut() {
+            r.time_limits.remove(&state.id());
+        }
     }
 
     /// Starts (or restarts) the countdown of `state`'s time limit, if it has one.
     pub(crate) fn arm_time_limit(&mut self, state: u64) {
         let Ok(me) = self.me() else { return };
-        let Some(tl) = self.states.time_limits.get_mut(&state) else {
+        let Some(tl) = self
+            .states
+            .rare
+            .as_mut()
+            .and_then(|r| r.time_limits.get_mut(&state))
+        else {
             return;
         };
         tl.generation += 1;
@@ -382,7 +407,12 @@ impl<A: Agent> Context<A> {
 
     /// Stops the countdown of `state`'s time limit (its expiry, even if queued, is ignored).
     pub(crate) fn disarm_time_limit(&mut self, state: u64) {
-        if let Some(tl) = self.states.time_limits.get_mut(&state) {
+        if let Some(tl) = self
+            .states
+            .rare
+            .as_mut()
+            .and_then(|r| r.time_limits.get_mut(&state))
+        {
             tl.generation += 1;
             tl.timer = None;
         }
@@ -513,6 +543,7 @@ impl<A: Agent> Context<A> {
         let slot = self.subs.alloc(1, Handler::Hook(hook));
         let entry = self
             .states
+            .rare_mut()
             .hooks
             .entry_or_insert_with(state.id(), || (None, None));
         let old = if enter {

@@ -69,7 +69,7 @@ impl<A: Agent> Inner<A> {
                     }
                 }
             }
-            let freed = std::mem::take(&mut self.ctx.subs.freed);
+            let freed = self.ctx.subs.take_freed();
             for &slot in &freed {
                 if let Some(h) = slab.get_mut(slot) {
                     *h = None;
@@ -88,7 +88,12 @@ impl<A: Agent> Inner<A> {
     }
 
     fn run_hook(&mut self, state: &State, enter: bool) {
-        let Some(&(on_enter, on_exit)) = self.ctx.states.hooks.get(&state.id()) else {
+        let Some(&(on_enter, on_exit)) = self
+            .ctx
+            .states
+            .rare()
+            .and_then(|r| r.hooks.get(&state.id()))
+        else {
             return;
         };
         let Some(slot) = (if enter { on_enter } else { on_exit }) else {
@@ -295,7 +300,12 @@ impl<A: Agent> Inner<A> {
         else {
             return Ok(());
         };
-        let target = match self.ctx.states.time_limits.get(&e.state) {
+        let target = match self
+            .ctx
+            .states
+            .rare()
+            .and_then(|r| r.time_limits.get(&e.state))
+        {
             Some(tl) if tl.generation == e.generation => tl.target.clone(),
             _ => return Ok(()),
         };

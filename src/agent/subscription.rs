@@ -57,36 +57,52 @@ struct MboxUse {
 
 pub(crate) struct Subscriptions<A: Agent> {
     index: SmallMap<Key, Action>,
-    dead_letters: SmallMap<(u64, TypeId), usize>,
     mboxes: SmallMap<(u64, TypeId), MboxUse>,
-    filters: SmallMap<(u64, TypeId), (Mbox, MessageType)>,
     /// Number of index entries (or hooks) that use each slot.
     slot_uses: Vec<u32>,
-    free_slots: Vec<usize>,
     /// Behind `SyncWrapper` (only ever reached through `&mut`): with it an agent's executor
     /// is `Sync` exactly when the agent is.
     pub(crate) new_handlers: SyncWrapper<Vec<(usize, Handler<A>)>>,
-    pub(crate) freed: Vec<usize>,
+    /// Dead letters, filters and slot recycling, allocated on first use (most agents
+    /// subscribe once and never unsubscribe).
+    rare: Option<Box<SubsRare>>,
     pub(crate) finished: bool,
+}
+
+#[derive(Default)]
+struct SubsRare {
+    dead_letters: SmallMap<(u64, TypeId), usize>,
+    filters: SmallMap<(u64, TypeId), (Mbox, MessageType)>,
+    free_slots: Vec<usize>,
+    freed: Vec<usize>,
 }
 
 impl<A: Agent> Default for Subscriptions<A> {
     fn default() -> Self {
         Subscriptions {
             index: SmallMap::default(),
-            dead_letters: SmallMap::default(),
             mboxes: SmallMap::default(),
-            filters: SmallMap::default(),
             slot_uses: Vec::new(),
-            free_slots: Vec::new(),
             new_handlers: SyncWrapper::new(Vec::new()),
-            freed: Vec::new(),
+            rare: None,
             finished: false,
         }
     }
 }
 
 impl<A: Agent> Subscriptions<A> {
+    fn rare_mut(&mut self) -> &mut SubsRare {
+        self.rare.get_or_insert_default()
+    }
+
+    /// Slots emptied since the last call, for the executor to clear in its slab.
+    pub(crate) fn take_freed(&mut self) -> Vec<usize> {
+        self.rare
+            .as_mut()
+            .map(|r| std::mem::take(&mut r.freed))
+            .unwrap_or_default()
+    }
+
     /// The action for a message in `state` or the nearest parent that has one.
     #[inline]
     pub(crate) fn find(&self, mbox: u64, ty: TypeId, state: &State) -> Option<&Action> {
@@ -100,7 +116,7 @@ impl<A: Agent> Subscriptions<A> {
     }
 
     pub(crate) fn dead_letter(&self, mbox: u64, ty: TypeId) -> Option<usize> {
-        self.dead_letters.get(&(mbox, ty)).copied()
+        self.rare.as_ref()?.dead_letters.get(&(mbox, ty)).copied()
     }
 
     pub(crate) fn has(&self, mbox: u64, ty: TypeId, state: &State) -> bool {
@@ -108,7 +124,8 @@ impl<A: Agent> Subscriptions<A> {
     }
 
     pub(crate) fn alloc(&mut self, uses: u32, h: Handler<A>) -> usize {
-        let slot = self.free_slots.pop().unwrap_or_else(|| {
+        let recycled = self.rare.as_mut().and_then(|r| r.free_slots.pop());
+        let slot = recycled.unwrap_or_else(|| {
             self.slot_uses.push(0);
             self.slot_uses.len() - 1
         });
@@ -120,18 +137,22 @@ impl<A: Agent> Subscriptions<A> {
     pub(crate) fn release(&mut self, slot: usize) {
         self.slot_uses[slot] -= 1;
         if self.slot_uses[slot] == 0 {
-            self.freed.push(slot);
+            self.rare_mut().freed.push(slot);
         }
     }
 
     /// Returns freed slots to the allocator; the caller has emptied them in the slab.
     pub(crate) fn recycle(&mut self, slots: impl IntoIterator<Item = usize>) {
-        self.free_slots.extend(slots);
+        let mut slots = slots.into_iter().peekable();
+        if slots.peek().is_some() {
+            self.rare_mut().free_slots.extend(slots);
+        }
     }
 
     #[inline]
     pub(crate) fn has_pending(&mut self) -> bool {
-        !self.new_handlers.get_mut().is_empty() || !self.freed.is_empty()
+        !self.new_handlers.get_mut().is_empty()
+            || self.rare.as_ref().is_some_and(|r| !r.freed.is_empty())
     }
 
     fn use_mbox(
@@ -227,7 +248,11 @@ impl<A: Agent> Subscriptions<A> {
             return Err(SubscribeError::AgentFinished);
         }
         let key = (mbox.id().0, ty.type_id());
-        if self.dead_letters.contains_key(&key) {
+        if self
+            .rare
+            .as_ref()
+            .is_some_and(|r| r.dead_letters.contains_key(&key))
+        {
             return Err(SubscribeError::Duplicate {
                 type_name: ty.name(),
                 mbox: mbox.name(),
@@ -242,7 +267,7 @@ impl<A: Agent> Subscriptions<A> {
         }
         self.use_mbox(me, mbox, ty)?;
         let slot = self.alloc(1, Handler::Event(h));
-        self.dead_letters.insert(key, slot);
+        self.rare_mut().dead_letters.insert(key, slot);
         Ok(())
     }
 
@@ -278,7 +303,11 @@ impl<A: Agent> Subscriptions<A> {
     }
 
     pub(crate) fn remove_dead_letter(&mut self, me: &AgentRef, mbox: u64, ty: TypeId) -> bool {
-        match self.dead_letters.remove(&(mbox, ty)) {
+        let removed = self
+            .rare
+            .as_mut()
+            .and_then(|r| r.dead_letters.remove(&(mbox, ty)));
+        match removed {
             Some(slot) => {
                 self.release(slot);
                 self.unuse_mbox(me, mbox, ty);
@@ -299,13 +328,18 @@ impl<A: Agent> Subscriptions<A> {
             return Err(SubscribeError::AgentFinished);
         }
         mbox.set_delivery_filter(ty, filter, me)?;
-        self.filters
+        self.rare_mut()
+            .filters
             .insert((mbox.id().0, ty.type_id()), (mbox.clone(), ty));
         Ok(())
     }
 
     pub(crate) fn drop_filter(&mut self, me: &AgentRef, mbox: &Mbox, ty: MessageType) {
-        if self.filters.remove(&(mbox.id().0, ty.type_id())).is_some() {
+        let removed = self
+            .rare
+            .as_mut()
+            .and_then(|r| r.filters.remove(&(mbox.id().0, ty.type_id())));
+        if removed.is_some() {
             mbox.drop_delivery_filter(ty, me);
         }
     }
@@ -316,11 +350,13 @@ impl<A: Agent> Subscriptions<A> {
         for u in std::mem::take(&mut self.mboxes).into_values() {
             u.mbox.unsubscribe(u.ty, me);
         }
-        for (mbox, ty) in std::mem::take(&mut self.filters).into_values() {
-            mbox.drop_delivery_filter(ty, me);
+        if let Some(rare) = self.rare.as_mut() {
+            for (mbox, ty) in std::mem::take(&mut rare.filters).into_values() {
+                mbox.drop_delivery_filter(ty, me);
+            }
+            rare.dead_letters = SmallMap::default();
         }
         self.index = SmallMap::default();
-        self.dead_letters = SmallMap::default();
     }
 }
 

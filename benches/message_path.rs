@@ -1,5 +1,6 @@
-//! Criterion benches of the message path: ping-pong (direct, MPMC) by payload size and
-//! fan-out by subscriber count. Each iteration is a whole scenario; times are divided into
+//! Criterion benches of the message path: ping-pong (direct, MPMC, with message limits) by
+//! payload size, fan-out by subscriber count, coop registration, timer schedule/cancel and
+//! mchain ping-pong. Each iteration is a whole scenario; times are divided into
 //! per-message figures by the throughput settings.
 
 use std::time::Duration;
@@ -28,6 +29,38 @@ fn ping_pong(c: &mut Criterion) {
     });
     g.bench_function("mpmc", |b| {
         b.iter_custom(|iters| (0..iters).map(|_| scenarios::ping_pong_mpmc(rounds)).sum())
+    });
+    g.bench_function("with_limits", |b| {
+        b.iter_custom(|iters| {
+            (0..iters)
+                .map(|_| scenarios::ping_pong_limits(rounds))
+                .sum()
+        })
+    });
+    g.finish();
+}
+
+fn timers_and_chains(c: &mut Criterion) {
+    let mut g = c.benchmark_group("timers");
+    let n = 100_000u64;
+    g.throughput(Throughput::Elements(n));
+    g.bench_function("schedule_cancel", |b| {
+        b.iter_custom(|iters| {
+            (0..iters)
+                .map(|_| scenarios::timer_schedule_cancel(n))
+                .sum()
+        })
+    });
+    g.finish();
+    let mut g = c.benchmark_group("mchain");
+    let rounds = 50_000u64;
+    g.throughput(Throughput::Elements(2 * rounds));
+    g.bench_function("ping_pong_two_threads", |b| {
+        b.iter_custom(|iters| {
+            (0..iters)
+                .map(|_| scenarios::mchain_ping_pong(rounds))
+                .sum()
+        })
     });
     g.finish();
 }
@@ -60,6 +93,6 @@ fn coops(c: &mut Criterion) {
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(10).measurement_time(Duration::from_secs(5));
-    targets = ping_pong, fanout, coops
+    targets = ping_pong, fanout, coops, timers_and_chains
 }
 criterion_main!(benches);

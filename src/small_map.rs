@@ -7,23 +7,26 @@
 use std::hash::Hash;
 
 use ahash::AHashMap;
+use smallvec::SmallVec;
 
 /// Entries kept in the vector before spilling into the hash map.
 const SPILL: usize = 8;
 
-pub(crate) enum SmallMap<K, V> {
-    Small(Vec<(K, V)>),
-    /// Boxed: an agent holds a dozen of these maps, nearly all small.
+/// `N` entries live inline: a map that nearly always holds one entry (an agent's
+/// subscription index, its direct-mbox table) then costs no allocation at all.
+pub(crate) enum SmallMap<K, V, const N: usize = 0> {
+    Small(SmallVec<[(K, V); N]>),
+    /// Boxed: an agent holds several of these maps, nearly all small.
     Large(Box<AHashMap<K, V>>),
 }
 
-impl<K: Eq + Hash + Copy, V> Default for SmallMap<K, V> {
+impl<K: Eq + Hash + Copy, V, const N: usize> Default for SmallMap<K, V, N> {
     fn default() -> Self {
-        SmallMap::Small(Vec::new())
+        SmallMap::Small(SmallVec::new())
     }
 }
 
-impl<K: Eq + Hash + Copy, V> SmallMap<K, V> {
+impl<K: Eq + Hash + Copy, V, const N: usize> SmallMap<K, V, N> {
     #[inline]
     pub(crate) fn get(&self, key: &K) -> Option<&V> {
         match self {
@@ -110,7 +113,7 @@ impl<K: Eq + Hash + Copy, V> SmallMap<K, V> {
     }
 
     /// The values, consuming the map (no intermediate allocation).
-    pub(crate) fn into_values(self) -> IntoValues<K, V> {
+    pub(crate) fn into_values(self) -> IntoValues<K, V, N> {
         match self {
             SmallMap::Small(v) => IntoValues::Small(v.into_iter()),
             SmallMap::Large(m) => IntoValues::Large(m.into_values()),
@@ -119,7 +122,7 @@ impl<K: Eq + Hash + Copy, V> SmallMap<K, V> {
 
     pub(crate) fn retain(&mut self, mut keep: impl FnMut(&K, &mut V) -> bool) {
         match self {
-            SmallMap::Small(v) => v.retain_mut(|(k, v)| keep(k, v)),
+            SmallMap::Small(v) => v.retain(|(k, v)| keep(k, v)),
             SmallMap::Large(m) => m.retain(|k, v| keep(k, v)),
         }
     }
@@ -141,12 +144,12 @@ impl<'a, K, V> Iterator for Iter<'a, K, V> {
     }
 }
 
-pub(crate) enum IntoValues<K, V> {
-    Small(std::vec::IntoIter<(K, V)>),
+pub(crate) enum IntoValues<K, V, const N: usize> {
+    Small(smallvec::IntoIter<[(K, V); N]>),
     Large(std::collections::hash_map::IntoValues<K, V>),
 }
 
-impl<K, V> Iterator for IntoValues<K, V> {
+impl<K, V, const N: usize> Iterator for IntoValues<K, V, N> {
     type Item = V;
 
     fn next(&mut self) -> Option<V> {
@@ -163,7 +166,7 @@ mod tests {
 
     #[test]
     fn spills_and_keeps_every_key() {
-        let mut m = SmallMap::default();
+        let mut m: SmallMap<u32, u32, 1> = SmallMap::default();
         for i in 0..100u32 {
             assert_eq!(m.insert(i, i * 2), None);
         }

@@ -57,7 +57,7 @@ pub(crate) struct AgentCore {
     binding: OnceLock<(Arc<dyn EventQueue>, AgentKey)>,
     /// Demands pushed before the agent was bound; flushed right after its `Start`.
     pending: Mutex<Vec<DemandKind>>,
-    direct: RwLock<SmallMap<TypeId, DirectEntry>>,
+    direct: RwLock<SmallMap<TypeId, DirectEntry, 1>>,
     /// A lock-free copy of the subscribed types of the direct mbox (their 64-bit keys, 0 =
     /// empty), rebuilt under the `direct` write lock. Senders read it with plain loads: the
     /// locked table cost two atomic read-modify-writes per message.
@@ -143,7 +143,7 @@ impl AgentCore {
     /// or the new set for a type being (un)subscribed right now, exactly as if it had sent
     /// a moment earlier or later. A type being unsubscribed is first marked locked-mode so
     /// no sender sees a half-written array as exact.
-    fn direct_update(&self, change: impl FnOnce(&mut SmallMap<TypeId, DirectEntry>)) {
+    fn direct_update(&self, change: impl FnOnce(&mut SmallMap<TypeId, DirectEntry, 1>)) {
         let mut t = self.direct.write();
         change(&mut t);
         t.retain(|_, e| e.subscribed || e.filter.is_some());

@@ -22,7 +22,7 @@ pub(crate) struct Inner<A: Agent> {
     pub(crate) agent: A,
     pub(crate) ctx: Context<A>,
     /// Event handlers and hooks (`FnMut`: reached only through `&mut`, hence the wrapper).
-    slab: SyncWrapper<Vec<Option<Handler<A>>>>,
+    slab: SyncWrapper<SmallVec<[Option<Handler<A>>; 1]>>,
     /// Thread-safe handlers, callable through `&self`.
     safe: Vec<Option<SafeFn<A>>>,
 }
@@ -32,7 +32,7 @@ impl<A: Agent> Inner<A> {
         Inner {
             agent,
             ctx,
-            slab: SyncWrapper::new(Vec::new()),
+            slab: SyncWrapper::new(SmallVec::new()),
             safe: Vec::new(),
         }
     }

@@ -46,6 +46,9 @@ pub(crate) enum Action {
     JustSwitchTo(State),
 }
 
+/// Handlers added since the executor last moved them into its slab.
+pub(crate) type NewHandlers<A> = SmallVec<[(usize, Handler<A>); 1]>;
+
 /// Key of the handler index: (mbox id, message type, state id).
 type Key = (u64, TypeId, u64);
 
@@ -56,13 +59,15 @@ struct MboxUse {
 }
 
 pub(crate) struct Subscriptions<A: Agent> {
-    index: SmallMap<Key, Action>,
-    mboxes: SmallMap<(u64, TypeId), MboxUse>,
+    // One entry inline in each: most agents subscribe to one type from one mbox, and then
+    // hold no allocation for it.
+    index: SmallMap<Key, Action, 1>,
+    mboxes: SmallMap<(u64, TypeId), MboxUse, 1>,
     /// Number of index entries (or hooks) that use each slot.
-    slot_uses: Vec<u32>,
+    slot_uses: SmallVec<[u32; 2]>,
     /// Behind `SyncWrapper` (only ever reached through `&mut`): with it an agent's executor
     /// is `Sync` exactly when the agent is.
-    pub(crate) new_handlers: SyncWrapper<Vec<(usize, Handler<A>)>>,
+    pub(crate) new_handlers: SyncWrapper<NewHandlers<A>>,
     /// Dead letters, filters and slot recycling, allocated on first use (most agents
     /// subscribe once and never unsubscribe).
     rare: Option<Box<SubsRare>>,
@@ -82,8 +87,8 @@ impl<A: Agent> Default for Subscriptions<A> {
         Subscriptions {
             index: SmallMap::default(),
             mboxes: SmallMap::default(),
-            slot_uses: Vec::new(),
-            new_handlers: SyncWrapper::new(Vec::new()),
+            slot_uses: SmallVec::new(),
+            new_handlers: SyncWrapper::new(SmallVec::new()),
             rare: None,
             finished: false,
         }

@@ -95,7 +95,9 @@ impl AgentTable {
             if slot >= self.slots.len() {
                 // Grown by half, not doubled: a table per cooperation queue is common
                 // (thread pools), and a million agents felt the doubling.
-                let want = (slot + 1).max(self.slots.len() + self.slots.len() / 2);
+                let want = (slot + 1)
+                    .max(self.slots.len() + self.slots.len() / 2)
+                    .max(4);
                 self.slots.reserve_exact(want - self.slots.len());
                 self.slots.resize_with(slot + 1, || None);
             }

@@ -99,9 +99,7 @@ fn gated_order(binder: Binder, gate_prio: Priority, sends: &[(Priority, u32)]) -
                 send(&targets[p], *n).unwrap();
             }
             release.store(true, Ordering::SeqCst);
-            while l.len() < expected {
-                std::thread::yield_now();
-            }
+            l.wait_for(expected);
             env.stop();
         })
         .unwrap();

@@ -182,9 +182,7 @@ fn max_demands_at_once_interleaves_waiting_queues() {
             }
             release.store(true, Ordering::SeqCst);
             // Stop once everything is handled.
-            while l.len() < 20 {
-                std::thread::yield_now();
-            }
+            l.wait_for(20);
             env.stop();
         })
         .unwrap();

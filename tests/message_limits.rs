@@ -10,7 +10,7 @@ use agentbox::limits::{LimitError, Transformed};
 use agentbox::mchain::{receive, Handlers, MChainParams, ReceiveParams};
 use agentbox::prelude::*;
 use agentbox::{RegisterError, SubscribeError};
-use common::{within_patience, Log, PATIENCE};
+use common::{within_patience, Log};
 
 struct Job(u32);
 struct Other;
@@ -117,10 +117,7 @@ fn run_held<A: Agent>(
                 send(&target, Job(i)).unwrap();
             }
             released.store(true, Ordering::SeqCst);
-            let deadline = std::time::Instant::now() + PATIENCE;
-            while l.len() < expect && std::time::Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(1));
-            }
+            l.wait_for(expect);
             env.stop();
         })
         .unwrap();
@@ -202,10 +199,7 @@ fn the_default_limit_gives_each_other_type_its_own_counter() {
                 send(&target, Other).unwrap();
             }
             released.store(true, Ordering::SeqCst);
-            let deadline = std::time::Instant::now() + PATIENCE;
-            while l.len() < 4 && std::time::Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(1));
-            }
+            l.wait_for(4);
             env.stop();
         })
         .unwrap();

@@ -26,6 +26,14 @@ impl Log {
     pub fn len(&self) -> usize {
         self.0.lock().len()
     }
+    /// Waits until at least `n` lines are in (at most [`PATIENCE`]; the caller's asserts
+    /// then say what is missing).
+    pub fn wait_for(&self, n: usize) {
+        let deadline = std::time::Instant::now() + PATIENCE;
+        while self.len() < n && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
 }
 
 /// Generous bound for anything that should finish at once: the machine is shared and slow.

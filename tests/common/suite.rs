@@ -575,10 +575,7 @@ macro_rules! dispatcher_suite {
                         }
                         released.store(true, Ordering::SeqCst);
                         // Every job is queued or dropped by now: wait for the six queued.
-                        let deadline = std::time::Instant::now() + $crate::common::PATIENCE;
-                        while l.len() < 6 && std::time::Instant::now() < deadline {
-                            std::thread::sleep(std::time::Duration::from_millis(1));
-                        }
+                        l.wait_for(6);
                         env.stop();
                     })
                     .unwrap();

@@ -7,8 +7,17 @@
 #[path = "../benches/scenarios.rs"]
 mod scenarios;
 
-fn result(name: &str, value: f64, unit: &str) {
-    println!("RESULT name={name} value={value:.0} unit={unit}");
+use std::time::Duration;
+
+/// A ping-pong scenario: runs `rounds` round trips, returns the time they took.
+type PingPong = fn(u64) -> Duration;
+
+/// Prints one rate figure: `count` things done in `time`.
+fn rate(name: &str, count: u64, time: Duration, unit: &str) {
+    println!(
+        "RESULT name={name} value={:.0} unit={unit}",
+        count as f64 / time.as_secs_f64()
+    );
 }
 
 fn main() {
@@ -22,69 +31,43 @@ fn main() {
     let run = |name: &str| only.as_deref().is_none_or(|o| o == name);
     let scale = if quick { 1 } else { 5 };
 
-    if run("ping_pong_one_thread") {
-        let rounds = 2_000_000 * scale;
-        let t = scenarios::ping_pong_direct::<8>(rounds);
-        result(
+    // Ping-pong figures: `rounds` round trips are `2 * rounds` messages.
+    let ping_pongs: [(&str, u64, PingPong); 5] = [
+        (
             "ping_pong_one_thread",
-            (2 * rounds) as f64 / t.as_secs_f64(),
-            "msg/s",
-        );
-    }
-    if run("ping_pong_limits") {
-        let rounds = 2_000_000 * scale;
-        let t = scenarios::ping_pong_limits(rounds);
-        result(
-            "ping_pong_limits",
-            (2 * rounds) as f64 / t.as_secs_f64(),
-            "msg/s",
-        );
-    }
-    if run("ping_pong_mpmc") {
-        let rounds = 1_000_000 * scale;
-        let t = scenarios::ping_pong_mpmc(rounds);
-        result(
-            "ping_pong_mpmc",
-            (2 * rounds) as f64 / t.as_secs_f64(),
-            "msg/s",
-        );
-    }
-    if run("ping_pong_cross_thread") {
-        let rounds = 200_000 * scale;
-        let t = scenarios::ping_pong_cross_thread(rounds);
-        result(
+            2_000_000,
+            scenarios::ping_pong_direct::<8>,
+        ),
+        ("ping_pong_limits", 2_000_000, scenarios::ping_pong_limits),
+        ("ping_pong_mpmc", 1_000_000, scenarios::ping_pong_mpmc),
+        (
             "ping_pong_cross_thread",
-            (2 * rounds) as f64 / t.as_secs_f64(),
-            "msg/s",
-        );
+            200_000,
+            scenarios::ping_pong_cross_thread,
+        ),
+        ("mchain_ping_pong", 200_000, scenarios::mchain_ping_pong),
+    ];
+    for (name, rounds, scenario) in ping_pongs {
+        if run(name) {
+            let rounds = rounds * scale;
+            rate(name, 2 * rounds, scenario(rounds), "msg/s");
+        }
     }
     if run("fanout_16") {
         let (t, deliveries) = scenarios::fanout(16, 1000 * scale);
-        result(
-            "fanout_16",
-            deliveries as f64 / t.as_secs_f64(),
-            "deliveries/s",
-        );
+        rate("fanout_16", deliveries, t, "deliveries/s");
     }
     if run("ring_50k") {
         let (t, hops) = scenarios::ring(50_000, 2_000_000 * scale);
-        result("ring_50k", hops as f64 / t.as_secs_f64(), "hops/s");
+        rate("ring_50k", hops, t, "hops/s");
     }
     if run("ring_50k_thread_pool") {
         let (t, hops) = scenarios::ring_thread_pool(50_000, 500_000 * scale);
-        result(
-            "ring_50k_thread_pool",
-            hops as f64 / t.as_secs_f64(),
-            "hops/s",
-        );
+        rate("ring_50k_thread_pool", hops, t, "hops/s");
     }
     if run("thread_pool_many_agents") {
         let (t, handled) = scenarios::thread_pool_many_agents(1024, 64, 100);
-        result(
-            "thread_pool_many_agents",
-            handled as f64 / t.as_secs_f64(),
-            "msg/s",
-        );
+        rate("thread_pool_many_agents", handled, t, "msg/s");
     }
     if only.as_deref() == Some("skynet_100k") {
         // For profiling only (`--only skynet_100k`): one level less.
@@ -102,25 +85,15 @@ fn main() {
     }
     if run("timer_schedule_cancel") {
         let n = 1_000_000 * scale;
-        let t = scenarios::timer_schedule_cancel(n);
-        result(
+        rate(
             "timer_schedule_cancel",
-            n as f64 / t.as_secs_f64(),
+            n,
+            scenarios::timer_schedule_cancel(n),
             "timers/s",
-        );
-    }
-    if run("mchain_ping_pong") {
-        let rounds = 200_000 * scale;
-        let t = scenarios::mchain_ping_pong(rounds);
-        result(
-            "mchain_ping_pong",
-            (2 * rounds) as f64 / t.as_secs_f64(),
-            "msg/s",
         );
     }
     if run("coop_reg") {
         let coops = 20_000 * scale;
-        let t = scenarios::coop_reg(coops);
-        result("coop_reg", coops as f64 / t.as_secs_f64(), "coops/s");
+        rate("coop_reg", coops, scenarios::coop_reg(coops), "coops/s");
     }
 }

@@ -93,6 +93,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod actors;
 mod agent;
 #[doc(hidden)]
 pub mod compile_checks;
@@ -111,6 +112,7 @@ pub mod stats;
 mod timer;
 pub mod trace;
 
+pub use actors::ActorId;
 pub use agent::{
     Agent, AgentId, AgentRef, Context, DefineError, History, Priority, State, StateError,
     SubscriptionBuilder, ThreadSafeContext, MAX_STATE_NESTING,

@@ -109,6 +109,7 @@ pub mod prelude;
 pub mod request;
 mod small_map;
 pub mod stats;
+mod sync;
 mod timer;
 pub mod trace;
 

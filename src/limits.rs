@@ -52,7 +52,6 @@
 //! ```
 
 use std::any::TypeId;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::RwLock;
@@ -61,6 +60,7 @@ use thiserror::Error;
 use crate::agent::AgentArc;
 use crate::mbox::{Mbox, MboxId};
 use crate::message::{Access, Message, MessageType, RedirectionDepth};
+use crate::sync::{AtomicUsize, Ordering};
 use crate::trace::{self, LimitAction, TraceEvent, TraceRecord};
 
 /// Why a limit could not be declared.
@@ -132,24 +132,53 @@ pub(crate) struct Spec {
 /// One type's counter.
 pub(crate) struct Limit {
     spec: Spec,
-    count: AtomicUsize,
+    count: Counter,
 }
 
 impl Limit {
     fn new(spec: Spec) -> Arc<Limit> {
         Arc::new(Limit {
+            count: Counter::new(spec.max),
             spec,
-            count: AtomicUsize::new(0),
         })
     }
 
-    /// One more demand, if it fits. One atomic add in the common case (a compare-exchange
-    /// loop cost more in the ping-pong profile); a sender that overshoots takes its unit
-    /// back, so a racing sender may see the limit full a moment early, never late.
     #[inline]
     fn take(&self) -> bool {
+        self.count.take()
+    }
+
+    #[inline]
+    fn put_back(&self) {
+        self.count.put_back();
+    }
+}
+
+/// How many demands of one type are queued, against the limit.
+///
+/// Races: `take` is one atomic add (a compare-exchange loop cost more in the ping-pong
+/// profile); a sender that overshoots takes its unit back. So a racing sender may see the
+/// limit full a moment early (while another's overshoot is counted), never late: the
+/// number of admitted demands not yet put back never exceeds the limit. Checked by the loom
+/// model `limits::loom_tests` and by `tests/message_limits.rs`.
+pub(crate) struct Counter {
+    max: usize,
+    count: AtomicUsize,
+}
+
+impl Counter {
+    pub(crate) fn new(max: usize) -> Self {
+        Counter {
+            max,
+            count: AtomicUsize::new(0),
+        }
+    }
+
+    /// One more demand, if it fits.
+    #[inline]
+    pub(crate) fn take(&self) -> bool {
         // The counter guards no other memory: relaxed is enough.
-        if self.count.fetch_add(1, Ordering::Relaxed) < self.spec.max {
+        if self.count.fetch_add(1, Ordering::Relaxed) < self.max {
             true
         } else {
             self.count.fetch_sub(1, Ordering::Relaxed);
@@ -157,9 +186,50 @@ impl Limit {
         }
     }
 
+    /// A demand taken by `take` started executing.
     #[inline]
-    fn put_back(&self) {
+    pub(crate) fn put_back(&self) {
         self.count.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use loom::sync::atomic::{AtomicUsize, Ordering};
+    use loom::sync::Arc;
+
+    use super::Counter;
+
+    #[test]
+    fn admitted_and_not_put_back_never_exceeds_the_limit() {
+        loom::model(|| {
+            let c = Arc::new(Counter::new(1));
+            let inside = Arc::new(AtomicUsize::new(0));
+            let admitted = Arc::new(AtomicUsize::new(0));
+            let threads: Vec<_> = (0..2)
+                .map(|_| {
+                    let (c, inside, admitted) = (c.clone(), inside.clone(), admitted.clone());
+                    loom::thread::spawn(move || {
+                        if c.take() {
+                            admitted.fetch_add(1, Ordering::SeqCst);
+                            assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0);
+                            inside.fetch_sub(1, Ordering::SeqCst);
+                            c.put_back();
+                        }
+                    })
+                })
+                .collect();
+            for t in threads {
+                t.join().unwrap();
+            }
+            assert!(
+                admitted.load(Ordering::SeqCst) >= 1,
+                "one of two always fits"
+            );
+            // Everything was put back: the limit is whole again.
+            assert!(c.take());
+            assert!(!c.take());
+        });
     }
 }
 

@@ -2,12 +2,12 @@
 
 use std::any::TypeId;
 use std::fmt;
-use std::hash::{Hash, Hasher};
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 
 use parking_lot::{Mutex, RwLock};
 
+use super::fast_types::{self, type_key, FastTypes};
 use super::{AgentId, Priority};
 use crate::coop::CoopInner;
 use crate::dispatcher::{AgentKey, Demand, DemandKind, EventQueue};
@@ -39,14 +39,6 @@ pub(crate) struct DirectEntry {
     filter: Option<DeliveryFilter>,
 }
 
-/// Types the lock-free fast path of the direct mbox can hold.
-const FAST_TYPES: usize = 8;
-
-/// `fast_mode` values: the `fast_types` array is exact and no type has a filter; or the
-/// sender must read the locked table.
-const FAST_EXACT: u8 = 0;
-const FAST_LOCKED: u8 = 1;
-
 pub(crate) struct AgentCore {
     pub(crate) id: AgentId,
     pub(crate) priority: Priority,
@@ -58,11 +50,9 @@ pub(crate) struct AgentCore {
     /// Demands pushed before the agent was bound; flushed right after its `Start`.
     pending: Mutex<Vec<DemandKind>>,
     direct: RwLock<SmallMap<TypeId, DirectEntry, 1>>,
-    /// A lock-free copy of the subscribed types of the direct mbox (their 64-bit keys, 0 =
-    /// empty), rebuilt under the `direct` write lock. Senders read it with plain loads: the
-    /// locked table cost two atomic read-modify-writes per message.
-    fast_types: [AtomicU64; FAST_TYPES],
-    fast_mode: AtomicU8,
+    /// A lock-free copy of the subscribed types of the direct mbox, published under the
+    /// `direct` write lock (see `fast_types.rs` for its protocol).
+    fast_types: FastTypes,
     pub(crate) coop: OnceLock<Weak<CoopInner>>,
     /// The environment's tracer, if tracing is on.
     pub(crate) trace: Trace,
@@ -87,8 +77,7 @@ impl AgentCore {
             binding: OnceLock::new(),
             pending: Mutex::new(Vec::new()),
             direct: RwLock::new(SmallMap::default()),
-            fast_types: Default::default(),
-            fast_mode: AtomicU8::new(FAST_EXACT),
+            fast_types: FastTypes::new(),
             coop: OnceLock::new(),
             trace: env.0.trace.clone(),
             limits: OnceLock::new(),
@@ -137,24 +126,25 @@ impl AgentCore {
         self.direct_update(|t| *t = SmallMap::default());
     }
 
-    /// Changes the table and rebuilds the fast copy, both under the write lock.
+    /// Changes the table and publishes the fast copy, both under the write lock.
     ///
-    /// Races: a sender that reads the fast copy while it is being rebuilt may see the old
-    /// or the new set for a type being (un)subscribed right now, exactly as if it had sent
-    /// a moment earlier or later. A type being unsubscribed is first marked locked-mode so
-    /// no sender sees a half-written array as exact.
+    /// Races: see `fast_types.rs` (a sender sees the whole old or the whole new set).
     fn direct_update(&self, change: impl FnOnce(&mut SmallMap<TypeId, DirectEntry, 1>)) {
         let mut t = self.direct.write();
         change(&mut t);
         t.retain(|_, e| e.subscribed || e.filter.is_some());
-        self.fast_mode.store(FAST_LOCKED, Ordering::SeqCst);
-        let exact = t.iter().count() <= FAST_TYPES && t.iter().all(|(_, e)| e.filter.is_none());
+        let exact = t.iter().count() <= fast_types::SLOTS
+            && t.iter().all(|(_, e)| e.filter.is_none() && e.subscribed);
         if exact {
-            let mut keys = t.iter().map(|(k, _)| type_key(k));
-            for slot in &self.fast_types {
-                slot.store(keys.next().unwrap_or(0), Ordering::SeqCst);
+            let mut keys = [0u64; fast_types::SLOTS];
+            let mut n = 0;
+            for (k, _) in t.iter() {
+                keys[n] = type_key(k);
+                n += 1;
             }
-            self.fast_mode.store(FAST_EXACT, Ordering::SeqCst);
+            self.fast_types.publish(Some(&keys[..n]));
+        } else {
+            self.fast_types.publish(None);
         }
     }
 
@@ -162,12 +152,8 @@ impl AgentCore {
     #[inline]
     fn direct_accepts(&self, msg: &Message) -> bool {
         let ty = msg.type_id();
-        if self.fast_mode.load(Ordering::Acquire) == FAST_EXACT {
-            let key = type_key(&ty);
-            return self
-                .fast_types
-                .iter()
-                .any(|s| s.load(Ordering::Acquire) == key);
+        if let Some(subscribed) = self.fast_types.lookup(type_key(&ty)) {
+            return subscribed;
         }
         let table = self.direct.read_recursive();
         match table.get(&ty) {
@@ -328,28 +314,6 @@ pub(crate) fn direct_deliver(core: &AgentArc, msg: Message, depth: RedirectionDe
         return;
     }
     deliver_to(core, core.mbox_id(), msg, depth);
-}
-
-/// The 64-bit key of a type for the fast table: what `TypeId` hashes itself as (never 0).
-#[inline]
-fn type_key(ty: &TypeId) -> u64 {
-    struct Capture(u64);
-    impl Hasher for Capture {
-        fn finish(&self) -> u64 {
-            self.0
-        }
-        fn write(&mut self, bytes: &[u8]) {
-            for b in bytes {
-                self.0 = self.0.rotate_left(8) ^ u64::from(*b);
-            }
-        }
-        fn write_u64(&mut self, v: u64) {
-            self.0 ^= v;
-        }
-    }
-    let mut h = Capture(0);
-    ty.hash(&mut h);
-    h.0.max(1)
 }
 
 impl PartialEq for AgentRef {

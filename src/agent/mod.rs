@@ -3,6 +3,7 @@
 mod context;
 pub(crate) mod core;
 pub(crate) mod exec;
+mod fast_types;
 mod state;
 mod subscription;
 

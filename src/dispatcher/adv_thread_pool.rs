@@ -11,15 +11,13 @@
 //!
 //! # Scheduling
 //!
-//! 1. A queue is in the shared ready queue at most once (`scheduled`).
-//! 2. A worker takes a queue and, under its lock, starts the head demand if it can: a
-//!    thread-safe one when no exclusive one runs, an exclusive one when nothing runs.
-//! 3. Whenever the head could start (after a push, after a start, after a demand ends) and
-//!    the queue is not scheduled, it is put back into the ready queue, so another worker
-//!    can start the next thread-safe demand in parallel.
-//!
-//! Races: the head is classified only while no exclusive demand runs, so its handler
-//! cannot change between the classification and the start.
+//! Each agent's queue follows the protocol written (and model-checked with loom) in
+//! `dispatcher/adv_queue.rs`: a queue is in the pool's ready list at most once; a worker
+//! starts the head demand if it can (the `Bind` demand that installs the agent's executor
+//! and every non-thread-safe demand alone, thread-safe ones beside each other) and puts the
+//! queue back whenever its head could start, so that another worker can start the next
+//! thread-safe demand in parallel. No demand is dropped once taken, except after the agent's
+//! `on_finish`.
 //!
 //! # Examples
 //!
@@ -56,12 +54,12 @@
 //! }).unwrap();
 //! ```
 
-use std::collections::VecDeque;
 use std::sync::{Arc, Weak};
 
 use ahash::AHashMap;
 use parking_lot::Mutex;
 
+use super::adv_queue::{AdvQueue, Protocol};
 use super::one_thread::quantity;
 use super::pool::{thread_count, ReadyQueue, Workers};
 use super::{
@@ -102,7 +100,7 @@ impl Builder {
     pub fn build(self) -> Result<DispatcherHandle, BuildError> {
         let threads = thread_count(self.threads)?;
         let name = self.common.name("adv_thread_pool");
-        let ready: Arc<ReadyQueue<Arc<AgentQueue>>> = Arc::new(ReadyQueue::new());
+        let ready: Arc<ReadyQueue<Arc<Queue>>> = Arc::new(ReadyQueue::new());
         let r = ready.clone();
         let workers = Workers::spawn(&name, threads, ready.clone(), move |_| {
             while let Some(q) = r.next() {
@@ -129,9 +127,9 @@ impl Builder {
 /// Owns the threads: dropped when the handle, the binder and every bound agent are gone.
 struct Core {
     prefix: String,
-    ready: Arc<ReadyQueue<Arc<AgentQueue>>>,
-    workers: Workers<Arc<AgentQueue>>,
-    queues: Mutex<AHashMap<u64, Arc<AgentQueue>>>,
+    ready: Arc<ReadyQueue<Arc<Queue>>>,
+    workers: Workers<Arc<Queue>>,
+    queues: Mutex<AHashMap<u64, Arc<Queue>>>,
 }
 
 impl StatsSource for Core {
@@ -145,152 +143,73 @@ impl StatsSource for Core {
         out(quantity(&self.prefix, "agent.count", queues.len()));
         for (id, q) in queues.iter() {
             let prefix = format!("{}/aq-{id}", self.prefix);
-            out(quantity(
-                &prefix,
-                "demands.count",
-                q.state.lock().demands.len(),
-            ));
+            out(quantity(&prefix, "demands.count", q.len()));
         }
     }
 }
 
-/// The executor of the queue's agent, once its `Bind` demand has arrived.
+type Queue = AdvQueue<Agents>;
+
+/// The protocol of `adv_queue` for real agents: demands, executors, the pool's ready list.
+struct Agents {
+    ready: Weak<ReadyQueue<Arc<Queue>>>,
+}
+
+/// The executor of the queue's agent, once its `Bind` demand has run.
 struct Exec {
     core: AgentArc,
-    /// For exclusive demands.
-    exclusive: Mutex<Option<Box<dyn AgentExec>>>,
+    /// For exclusive demands; only one runs at a time (the queue's protocol), so the lock
+    /// is never contended.
+    exclusive: Mutex<Box<dyn AgentExec>>,
     /// For thread-safe demands, if the agent has any.
     shared: Option<Arc<dyn SharedExec>>,
 }
 
-#[derive(Default)]
-struct State {
-    demands: VecDeque<Demand>,
-    running_safe: usize,
-    running_exclusive: bool,
-    scheduled: bool,
-}
+impl Protocol for Agents {
+    type Demand = Demand;
+    type Exec = Exec;
 
-/// One agent's FIFO and the executor it feeds.
-struct AgentQueue {
-    state: Mutex<State>,
-    exec: Mutex<Option<Arc<Exec>>>,
-    ready: Weak<ReadyQueue<Arc<AgentQueue>>>,
-    me: Weak<AgentQueue>,
-}
-
-enum Start {
-    Safe(Arc<Exec>, Demand),
-    Exclusive(Arc<Exec>, Demand),
-    Bind(Demand),
-}
-
-impl AgentQueue {
-    /// Whether the head demand could start now (and how).
-    fn head_startable(&self, st: &State) -> bool {
-        let Some(head) = st.demands.front() else {
-            return false;
-        };
-        if st.running_exclusive {
-            return false;
-        }
-        if matches!(head.kind, DemandKind::Bind(..)) {
-            return st.running_safe == 0;
-        }
-        st.running_safe == 0 || self.is_safe(head)
+    fn is_bind(d: &Demand) -> bool {
+        matches!(d.kind, DemandKind::Bind(..))
     }
 
-    fn is_safe(&self, d: &Demand) -> bool {
-        let exec = self.exec.lock().clone();
-        exec.is_some_and(|e| {
-            e.shared
-                .as_ref()
-                .is_some_and(|s| s.is_thread_safe(&e.core, &d.kind))
+    fn bind(d: Demand) -> Option<Exec> {
+        let DemandKind::Bind(core, exec) = d.kind else {
+            return None;
+        };
+        Some(Exec {
+            core,
+            shared: exec.shared(),
+            exclusive: Mutex::new(exec),
         })
     }
 
-    /// Scheduling step 3.
-    fn reschedule(&self, st: &mut State) {
-        if !st.scheduled && self.head_startable(st) {
-            if let (Some(ready), Some(me)) = (self.ready.upgrade(), self.me.upgrade()) {
-                st.scheduled = true;
-                ready.push(me);
-            }
+    fn is_safe(e: &Exec, d: &Demand) -> bool {
+        e.shared
+            .as_ref()
+            .is_some_and(|s| s.is_thread_safe(&e.core, &d.kind))
+    }
+
+    fn run_safe(e: &Exec, d: Demand) {
+        if let Some(s) = &e.shared {
+            s.execute_shared(&e.core, &d.kind);
         }
     }
 
-    /// Scheduling step 2, then running what was started.
-    fn serve(&self) {
-        let start = {
-            let mut st = self.state.lock();
-            st.scheduled = false;
-            if !self.head_startable(&st) {
-                return;
-            }
-            let d = st.demands.pop_front().expect("startable head");
-            let start = if matches!(d.kind, DemandKind::Bind(..)) {
-                Start::Bind(d)
-            } else {
-                let exec = self.exec.lock().clone();
-                let Some(exec) = exec else {
-                    // Demands before Bind cannot exist: Bind is queued first.
-                    return;
-                };
-                if self.is_safe(&d) {
-                    st.running_safe += 1;
-                    Start::Safe(exec, d)
-                } else {
-                    st.running_exclusive = true;
-                    Start::Exclusive(exec, d)
-                }
-            };
-            self.reschedule(&mut st);
-            start
-        };
-        match start {
-            Start::Bind(d) => {
-                if let DemandKind::Bind(core, exec) = d.kind {
-                    let shared = exec.shared();
-                    *self.exec.lock() = Some(Arc::new(Exec {
-                        core,
-                        exclusive: Mutex::new(Some(exec)),
-                        shared,
-                    }));
-                }
-            }
-            Start::Safe(exec, d) => {
-                if let Some(s) = &exec.shared {
-                    s.execute_shared(&exec.core, &d.kind);
-                }
-                self.state.lock().running_safe -= 1;
-            }
-            Start::Exclusive(exec, d) => {
-                let finished = {
-                    let mut ex = exec.exclusive.lock();
-                    match ex.as_mut() {
-                        Some(e) => e.execute(&exec.core, &d.kind),
-                        None => false,
-                    }
-                };
-                if finished {
-                    // The agent is done: its executor goes, on this worker.
-                    let gone = exec.exclusive.lock().take();
-                    drop(gone);
-                    *self.exec.lock() = None;
-                }
-                self.state.lock().running_exclusive = false;
-            }
+    fn run_exclusive(e: &Exec, d: Demand) -> bool {
+        e.exclusive.lock().execute(&e.core, &d.kind)
+    }
+
+    fn make_ready(&self, q: Arc<Queue>) {
+        if let Some(ready) = self.ready.upgrade() {
+            ready.push(q);
         }
-        let mut st = self.state.lock();
-        self.reschedule(&mut st);
     }
 }
 
-impl EventQueue for AgentQueue {
+impl EventQueue for Queue {
     fn push(&self, demand: Demand) {
-        let mut st = self.state.lock();
-        st.demands.push_back(demand);
-        self.reschedule(&mut st);
+        AdvQueue::push(self, demand);
     }
 }
 
@@ -309,12 +228,7 @@ impl BinderImpl for AdvBinder {
 
     fn bind(&self, agent: &AgentRef) -> (Arc<dyn EventQueue>, AgentKey) {
         let ready = Arc::downgrade(&self.core.ready);
-        let queue = Arc::new_cyclic(|me| AgentQueue {
-            state: Mutex::new(State::default()),
-            exec: Mutex::new(None),
-            ready,
-            me: me.clone(),
-        });
+        let queue = AdvQueue::new(Agents { ready });
         self.core
             .queues
             .lock()

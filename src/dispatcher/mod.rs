@@ -24,6 +24,7 @@
 pub mod active_group;
 pub mod active_obj;
 pub(crate) mod activity;
+pub(crate) mod adv_queue;
 pub mod adv_thread_pool;
 pub mod one_per_prio;
 pub mod one_thread;

@@ -101,7 +101,19 @@ pub enum TimerError {
     },
 }
 
+/// `from + d`, or `None` ("never") when `Instant` cannot hold it.
+///
+/// Every user `Duration` that becomes a deadline (timers, periods, mchain waits, state time
+/// limits) goes through here: `Instant + Duration` panics on overflow, and
+/// `Duration::MAX` is a natural way to say "practically never".
+pub(crate) fn deadline_after(from: Instant, d: Duration) -> Option<Instant> {
+    from.checked_add(d)
+}
+
 /// Sends immutable `msg` to `to` after `delay`.
+///
+/// A delay too long for [`Instant`] (such as [`Duration::MAX`]) means the message is
+/// never sent; the handle still cancels.
 ///
 /// # Errors
 ///
@@ -129,6 +141,10 @@ pub fn send_delayed_mutable<M: Send + 'static>(
 
 /// Sends immutable `msg` to `to` after `delay`, then every `period` (a zero period makes it
 /// a delayed send), the same instance each time.
+///
+/// A delay or a next tick too far away for [`Instant`] (such as [`Duration::MAX`]) never
+/// comes: the timer then stops, and nothing panics (neither the caller nor the timer
+/// thread).
 ///
 /// # Errors
 ///
@@ -394,13 +410,22 @@ impl TimerThread {
             period,
             engine: Arc::downgrade(&self.engine),
         });
-        let at = Instant::now() + delay;
+        let at = deadline_after(Instant::now(), delay);
         let seq = self.engine.seq.fetch_add(1, Ordering::Relaxed);
         {
             let mut heap = self.engine.heap.lock();
             if !heap.running || heap.stopped {
                 return None;
             }
+            // A delay past what `Instant` can hold means "never": the handle exists (and
+            // cancels) but nothing is queued to fire.
+            let Some(at) = at else {
+                drop(heap);
+                return Some(TimerHandle(Arc::new(HandleInner {
+                    entry,
+                    detached: AtomicBool::new(false),
+                })));
+            };
             self.engine.compact(&mut heap);
             let earliest = heap.items.peek().is_none_or(|top| at < top.at);
             heap.items.push(Item {
@@ -462,16 +487,22 @@ fn run(engine: &Engine, env: &WeakEnv) {
                 }
                 match entry.period {
                     Some(period) => {
-                        let mut at = item.at + period;
-                        if at + period < now {
-                            at = now + period; // far behind: skip the missed ticks
-                        }
-                        let seq = engine.seq.fetch_add(1, Ordering::Relaxed);
-                        heap.items.push(Item {
-                            at,
-                            seq,
-                            entry: entry.clone(),
+                        // Far behind: skip the missed ticks. A next tick past what
+                        // `Instant` can hold never comes.
+                        let next = deadline_after(item.at, period).map(|at| {
+                            match deadline_after(at, period) {
+                                Some(after) if after < now => deadline_after(now, period),
+                                _ => Some(at),
+                            }
                         });
+                        if let Some(Some(at)) = next {
+                            let seq = engine.seq.fetch_add(1, Ordering::Relaxed);
+                            heap.items.push(Item {
+                                at,
+                                seq,
+                                entry: entry.clone(),
+                            });
+                        }
                     }
                     None => {
                         if entry

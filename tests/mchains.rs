@@ -367,3 +367,44 @@ fn agents_cannot_subscribe_to_a_chain_but_can_send_mutable_messages_into_it() {
         assert_eq!(got, "moved");
     });
 }
+
+/// `Duration::MAX` (or any wait too long for `Instant`) means "no deadline", never a panic.
+#[test]
+fn waits_too_long_for_an_instant_mean_no_deadline() {
+    with_env(|env| {
+        let chain = env.create_mchain(
+            MChainParams::bounded(1)
+                .wait_on_full(Duration::MAX)
+                .overflow(OverflowReaction::Error),
+        );
+        chain.send(0u32).unwrap();
+        let reader = {
+            let chain = chain.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(10));
+                let mut got = Vec::new();
+                receive(
+                    &chain,
+                    ReceiveParams::new().handle_n(1).total_time(PATIENCE),
+                    &mut Handlers::new().on(|v: &u32| got.push(*v)),
+                );
+                got
+            })
+        };
+        chain.send(1u32).unwrap(); // waits for room as long as it takes
+        let first = reader.join().unwrap();
+        let mut got = Vec::new();
+        let r = receive(
+            &chain,
+            ReceiveParams::new()
+                .handle_n(1)
+                .empty_timeout(Duration::MAX)
+                .total_time(Duration::MAX),
+            &mut Handlers::new().on(|v: &u32| got.push(*v)),
+        );
+        assert_eq!(r.status, ReceiveStatus::Completed);
+        let mut all = [first, got].concat();
+        all.sort();
+        assert_eq!(all, [0, 1]);
+    });
+}

@@ -161,10 +161,16 @@ fn a_hundred_thousand_pending_timers_fire_in_deadline_order_and_cancel() {
         assert_eq!(env.pending_timers(), 100_000);
         far.truncate(50_000);
         assert_eq!(env.pending_timers(), 50_000);
-        for (ms, v) in [(30, 3u8), (20, 2u8), (10, 1u8)] {
-            send_delayed(&mbox, Duration::from_millis(ms), v)
-                .unwrap()
-                .detach();
+        // Each timer's deadline is known to lie between `before + delay` and `after +
+        // delay` around its `send_delayed` call. Where those windows do not overlap the
+        // order is fixed, whatever the machine's speed; a stalled scheduling thread only
+        // widens the windows and removes pairs from the check.
+        let mut windows = Vec::new();
+        for (ms, v) in [(30u64, 3u8), (20, 2u8), (10, 1u8)] {
+            let delay = Duration::from_millis(ms);
+            let before = Instant::now();
+            send_delayed(&mbox, delay, v).unwrap().detach();
+            windows.push((v, before + delay, Instant::now() + delay));
         }
         let mut got = Vec::new();
         receive(
@@ -172,7 +178,19 @@ fn a_hundred_thousand_pending_timers_fire_in_deadline_order_and_cancel() {
             ReceiveParams::new().handle_n(3).total_time(PATIENCE),
             &mut Handlers::new().on(|v: &u8| got.push(*v)),
         );
-        assert_eq!(got, [1, 2, 3]);
+        let mut sorted = got.clone();
+        sorted.sort();
+        assert_eq!(sorted, [1, 2, 3], "each near timer fired once");
+        let pos = |v: u8| got.iter().position(|&g| g == v).unwrap();
+        for &(a, _, a_latest) in &windows {
+            for &(b, b_earliest, _) in &windows {
+                if a_latest < b_earliest {
+                    assert!(pos(a) < pos(b), "{a} is due before {b}: got {got:?}");
+                }
+            }
+        }
+        // On an idle machine the windows are microseconds wide: reverse scheduling order,
+        // deadline order of firing.
         drop(far);
         assert_eq!(env.pending_timers(), 0);
     });
@@ -247,8 +265,10 @@ impl Agent for Limited {
         Ok(())
     }
     fn on_start(&mut self, ctx: &mut Context<Self>) {
-        ctx.change_state(&self.limited.clone()).unwrap();
+        // What the scenario sends is queued before the state (and its countdown) is
+        // entered, so no expiry can be queued ahead of it, however slow this thread is.
         (self.on_start)(self, ctx);
+        ctx.change_state(&self.limited.clone()).unwrap();
     }
 }
 
@@ -304,15 +324,13 @@ fn a_stale_expiry_already_queued_is_ignored() {
 
 #[test]
 fn setting_the_limit_again_while_active_restarts_it_from_zero() {
-    // Limit 40 ms from entry; a `Rearm` timed for 30 ms (scheduled before the entry, so
-    // it is queued before the first expiry) sets it again to 80 ms. The first expiry is
-    // then stale; the switch comes no sooner than 80 ms after the re-arm (timers never
-    // fire early, so this lower bound holds on any machine).
+    // Limit 40 ms from entry; a `Rearm` (queued before the entry, so before any expiry)
+    // sets it again to 80 ms. The first countdown is then void; the switch comes no sooner
+    // than 80 ms after the re-arm (timers never fire early, so this lower bound holds on
+    // any machine), while the first countdown would have ended 40 ms after the entry,
+    // which is before the re-arm.
     let log = run_limited(Duration::from_millis(40), |_, ctx| {
-        let me = ctx.direct_mbox();
-        send_delayed(&me, Duration::from_millis(30), Rearm)
-            .unwrap()
-            .detach();
+        send(&ctx.direct_mbox(), Rearm).unwrap();
     });
     assert_eq!(log, ["enter limited", "rearmed", "enter expired"]);
     let rearmed = REARMED.lock().unwrap().expect("re-arm time");
@@ -419,4 +437,89 @@ fn a_panicking_delivery_filter_does_not_stop_the_timer_thread() {
         .get()
         .iter()
         .any(|l| l.contains("timer delivery panicked")));
+}
+
+// ---- durations too long for an `Instant` ----
+
+/// A delay past what `Instant` can hold is "never": no panic in the caller, nothing
+/// delivered, and the timer thread goes on serving other timers.
+#[test]
+fn a_delay_too_long_for_an_instant_never_fires_and_nothing_panics() {
+    with_env(|env| {
+        let chain = env.create_mchain(MChainParams::unbounded());
+        let mbox = chain.as_mbox();
+        let never = send_delayed(&mbox, Duration::MAX, 1u8).unwrap();
+        assert!(never.is_active());
+        // Fires once at once, then its next tick would be past `Instant`'s range.
+        send_periodic(&mbox, Duration::ZERO, Duration::MAX, 2u8)
+            .unwrap()
+            .detach();
+        let mut got = Vec::new();
+        receive(
+            &chain,
+            ReceiveParams::new().handle_n(1).total_time(PATIENCE),
+            &mut Handlers::new().on(|v: &u8| got.push(*v)),
+        );
+        assert_eq!(got, [2]);
+        // The timer thread survived the periodic re-arm: a later timer still fires.
+        send_delayed(&mbox, Duration::from_millis(1), 3u8)
+            .unwrap()
+            .detach();
+        receive(
+            &chain,
+            ReceiveParams::new().handle_n(1).total_time(PATIENCE),
+            &mut Handlers::new().on(|v: &u8| got.push(*v)),
+        );
+        assert_eq!(got, [2, 3]);
+        never.cancel();
+        assert!(!never.is_active());
+    });
+}
+
+struct Forever {
+    limited: State,
+    expired: State,
+    log: Log,
+}
+
+impl Agent for Forever {
+    fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+        let (l, e) = (self.limited.clone(), self.expired.clone());
+        ctx.time_limit(&l, Duration::MAX, &e).unwrap();
+        ctx.subscribe_self()
+            .in_state(&l)
+            .event(|a: &mut Self, ctx, _: &Probe| {
+                a.log.push("probe in limited");
+                ctx.deregister_coop(DeregReason::Normal);
+            })?;
+        Ok(())
+    }
+    fn on_start(&mut self, ctx: &mut Context<Self>) {
+        // The probe comes after a timer that is due long before it: had the countdown
+        // panicked the timer thread, the probe would never arrive.
+        send_delayed(&ctx.direct_mbox(), Duration::from_millis(5), Probe)
+            .unwrap()
+            .detach();
+        ctx.change_state(&self.limited.clone()).unwrap();
+    }
+}
+
+#[test]
+fn a_state_time_limit_of_duration_max_never_expires() {
+    within_patience(|| {
+        let log = Log::new();
+        let l = log.clone();
+        Environment::launch(move |env| {
+            env.introduce_coop(|coop| {
+                coop.add_agent(Forever {
+                    limited: State::new("limited"),
+                    expired: State::new("expired"),
+                    log: l,
+                });
+            })
+            .unwrap();
+        })
+        .unwrap();
+        assert_eq!(log.get(), ["probe in limited"]);
+    });
 }

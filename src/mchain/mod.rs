@@ -390,10 +390,16 @@ impl Chain {
         }
         if self.is_full(&st) {
             if let (Some(wait), true) = (self.params.wait, may_wait()) {
-                let deadline = Instant::now() + wait;
+                // A wait too long for `Instant` waits until there is room.
+                let deadline = crate::timer::deadline_after(Instant::now(), wait);
                 while self.is_full(&st) && !st.closed {
-                    if self.not_full.wait_until(&mut st, deadline).timed_out() {
-                        break;
+                    match deadline {
+                        Some(d) => {
+                            if self.not_full.wait_until(&mut st, d).timed_out() {
+                                break;
+                            }
+                        }
+                        None => self.not_full.wait(&mut st),
                     }
                 }
                 if st.closed {

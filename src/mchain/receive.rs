@@ -147,10 +147,18 @@ impl<'a> ReceiveParams<'a> {
         None
     }
 
-    /// The deadline of the next wait, and whether it is the total-time one.
+    /// The deadline of the next wait, and whether it is the total-time one. A time too
+    /// long for `Instant` (such as `Duration::MAX`) is no deadline.
     pub(crate) fn deadline(&self, start: Instant, last: Instant) -> Option<(Instant, bool)> {
-        let empty = self.empty_timeout.map(|t| (last + t, false));
-        let total = self.total_time.map(|t| (start + t, true));
+        let after = crate::timer::deadline_after;
+        let empty = self
+            .empty_timeout
+            .and_then(|t| after(last, t))
+            .map(|d| (d, false));
+        let total = self
+            .total_time
+            .and_then(|t| after(start, t))
+            .map(|d| (d, true));
         match (empty, total) {
             (Some(e), Some(t)) => Some(if t.0 <= e.0 { t } else { e }),
             (e, t) => e.or(t),

@@ -17,17 +17,28 @@
 //! Numbers, layouts and names follow YDB's actor library (`ydb/library/actors`); the
 //! compatibility rules are restated in the project's `YDB.md`.
 
+mod actor;
+mod dead_letters;
 mod event;
 mod flags;
+mod handle;
 mod id;
+mod mailbox;
 mod parse;
+mod pools;
+mod routing;
+mod services;
+mod system;
 mod system_events;
+mod table;
 
 #[cfg(test)]
 mod tests_event;
 #[cfg(test)]
 mod tests_id;
 
+pub use actor::{Actor, ActorContext, PassAwayError, ScheduleHandle, StateFn};
+pub use dead_letters::{DeadLetter, DeadLetterReason};
 pub use event::{
     event_space, event_space_begin, Event, EventSpace, EventType, ES_INTERCONNECT,
     ES_INTERCONNECT_TCP, ES_PRIVATE, ES_SYSTEM, ES_USERSPACE, EV_BOOTSTRAP, EV_GONE,
@@ -36,7 +47,12 @@ pub use event::{
 };
 pub use flags::{ChannelOutOfRange, EventFlags};
 pub use id::{ActorId, ActorIdError, OrderedActorId};
+pub use handle::{EventHandle, Handled};
 pub use parse::{ActorIdField, ParseActorIdError};
+pub use pools::{PoolConfig, PoolStats};
+pub use routing::Route;
+pub use services::ServiceError;
+pub use system::{ActorSystem, RegisterActorError, SystemError, SystemSetup, SystemStats};
 pub use system_events::{
     Bootstrap, Gone, Poison, Undelivered, UndeliveredDecodeError, UndeliveredReason,
     UnknownUndeliveredReason, Wakeup,

@@ -1,0 +1,305 @@
+//! The [`Actor`] trait and its [`ActorContext`]: what a YDB developer writes.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use thiserror::Error;
+
+use super::event::Event;
+use super::flags::EventFlags;
+use super::handle::{EventHandle, Handled};
+use super::id::ActorId;
+use super::system::{ActorSystem, RegisterActorError, SystemInner};
+use crate::exception::ExceptionReaction;
+use crate::mbox::Mbox;
+use crate::timer::TimerHandle;
+
+/// A state function: receives every event of its actor while it is the current one
+/// (YDB's `STFUNC`). Switch with [`ActorContext::become_state`].
+pub type StateFn<A> = fn(&mut A, &mut ActorContext<A>, EventHandle) -> Handled;
+
+/// A YDB actor: a struct that owns its data and reacts to events, one at a time.
+///
+/// [`bootstrap`](Self::bootstrap) is its first event, with its parent's id (empty when
+/// registered from outside any actor); it normally sets the state function with
+/// [`ActorContext::become_state`]. Every later event goes to the current state function.
+/// An actor ends only by calling [`ActorContext::pass_away`] from its own code — or by
+/// leaving [`Poison`](super::Poison) unhandled, which passes it away.
+///
+/// An actor runs as an agent of the core on its pool's dispatcher, so the core's
+/// exception reactions, tracing and stats apply; a panic in its code is handled by
+/// [`exception_reaction`](Self::exception_reaction) (`DeregisterCoop` passes it away).
+///
+/// # Examples
+///
+/// ```
+/// use agentbox::actors::*;
+/// use agentbox::{ActorId, Environment};
+///
+/// const MY_EVENTS: u32 = event_space_begin(ES_USERSPACE);
+/// struct Ping(u32);
+/// impl Event for Ping { const EVENT_TYPE: u32 = MY_EVENTS + 1; }
+/// struct Pong(u32);
+/// impl Event for Pong { const EVENT_TYPE: u32 = MY_EVENTS + 2; }
+///
+/// struct Ponger;
+/// impl Actor for Ponger {
+///     fn bootstrap(&mut self, ctx: &mut ActorContext<Self>, _parent: ActorId) {
+///         ctx.become_state(Self::serving);
+///     }
+/// }
+/// impl Ponger {
+///     fn serving(&mut self, ctx: &mut ActorContext<Self>, mut ev: EventHandle) -> Handled {
+///         if let Some(ping) = ev.take::<Ping>() {
+///             // Reply to the sender, echoing the cookie.
+///             ctx.send_with(ev.sender(), Pong(ping.0), EventFlags::empty(), ev.cookie());
+///             return Handled::Yes;
+///         }
+///         ev.unhandled() // Poison given back: the actor passes away
+///     }
+/// }
+///
+/// struct Pinger { ponger: ActorId, left: u32 }
+/// impl Actor for Pinger {
+///     fn bootstrap(&mut self, ctx: &mut ActorContext<Self>, _parent: ActorId) {
+///         ctx.become_state(Self::playing);
+///         ctx.send_with(self.ponger, Ping(self.left), EventFlags::empty(), 7);
+///     }
+/// }
+/// impl Pinger {
+///     fn playing(&mut self, ctx: &mut ActorContext<Self>, ev: EventHandle) -> Handled {
+///         let Some(pong) = ev.get::<Pong>() else { return ev.unhandled() };
+///         assert_eq!(ev.cookie(), 7);
+///         if pong.0 == 0 {
+///             ctx.send(self.ponger, Poison);
+///             ctx.pass_away().unwrap();
+///         } else {
+///             ctx.send_with(self.ponger, Ping(pong.0 - 1), EventFlags::empty(), 7);
+///         }
+///         Handled::Yes
+///     }
+/// }
+///
+/// Environment::launch(|env| {
+///     let system = ActorSystem::start(env, SystemSetup::new(1)).unwrap();
+///     let ponger = system.register(Ponger).unwrap();
+///     system.register(Pinger { ponger, left: 3 }).unwrap();
+/// }).unwrap(); // returns once both actors have passed away
+/// ```
+pub trait Actor: Send + Sized + 'static {
+    /// The actor's first event; `parent` is the id of the actor that registered it.
+    fn bootstrap(&mut self, ctx: &mut ActorContext<Self>, parent: ActorId);
+
+    /// The reaction to a panic in this actor's code, read once at registration (default
+    /// [`ExceptionReaction::Inherit`]: the environment's). Actors sharing a mailbox share
+    /// the reaction of the first.
+    fn exception_reaction(&self) -> ExceptionReaction {
+        ExceptionReaction::Inherit
+    }
+}
+
+/// Why [`ActorContext::pass_away`] failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum PassAwayError {
+    /// The actor has already passed away (in this handler or an earlier one).
+    #[error("actor {0} has already passed away")]
+    AlreadyPassedAway(ActorId),
+}
+
+/// A cancellable scheduled event ([`ActorContext::schedule`]).
+///
+/// Dropping the handle does not cancel (YDB's schedule is fire-and-forget);
+/// [`cancel`](Self::cancel) does, and then the event is never handled — not even a copy
+/// already queued — and is not a dead letter.
+#[derive(Debug)]
+pub struct ScheduleHandle {
+    timer: Option<TimerHandle>,
+    cancelled: Arc<AtomicBool>,
+}
+
+impl ScheduleHandle {
+    pub(crate) fn new(timer: Option<TimerHandle>, cancelled: Arc<AtomicBool>) -> Self {
+        ScheduleHandle { timer, cancelled }
+    }
+
+    /// Cancels the event: it will not be handled (a handler already running finishes).
+    pub fn cancel(&self) {
+        self.cancelled.store(true, Ordering::Release);
+        if let Some(t) = &self.timer {
+            t.cancel();
+        }
+    }
+
+    /// Whether the event may still be delivered: not cancelled, and not yet fired.
+    pub fn is_active(&self) -> bool {
+        !self.cancelled.load(Ordering::Acquire) && self.timer.as_ref().is_some_and(|t| t.is_active())
+    }
+}
+
+/// An actor's handle to its system, given to `bootstrap` and every state function.
+pub struct ActorContext<A: Actor> {
+    pub(crate) sys: Arc<SystemInner>,
+    pub(crate) self_id: ActorId,
+    pub(crate) state: Option<StateFn<A>>,
+    pub(crate) passed_away: bool,
+    /// Its mailbox (set when the mailbox is defined).
+    pub(crate) mailbox: Option<Mbox>,
+    /// Actors registered with the same mailbox in the running handler, with their parent.
+    pub(crate) children: Vec<Box<dyn super::mailbox::Hosted>>,
+}
+
+impl<A: Actor> std::fmt::Debug for ActorContext<A> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ActorContext")
+            .field("self_id", &self.self_id)
+            .field("passed_away", &self.passed_away)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<A: Actor> ActorContext<A> {
+    pub(crate) fn new(sys: Arc<SystemInner>, self_id: ActorId) -> Self {
+        ActorContext {
+            sys,
+            self_id,
+            state: None,
+            passed_away: false,
+            mailbox: None,
+            children: Vec::new(),
+        }
+    }
+
+    /// The actor's own id.
+    pub fn self_id(&self) -> ActorId {
+        self.self_id
+    }
+
+    /// The node id of the actor's system.
+    pub fn node_id(&self) -> u32 {
+        self.sys.node_id
+    }
+
+    /// A handle to the actor's system.
+    pub fn system(&self) -> ActorSystem {
+        ActorSystem(self.sys.clone())
+    }
+
+    /// Makes `state` the state function for the next event (YDB's `Become`).
+    pub fn become_state(&mut self, state: StateFn<A>) {
+        self.state = Some(state);
+    }
+
+    /// Whether `state` is the current state function.
+    pub fn is_in_state(&self, state: StateFn<A>) -> bool {
+        self.state.is_some_and(|s| std::ptr::fn_addr_eq(s, state))
+    }
+
+    /// Sends `event` to `recipient` from this actor: no flags, cookie 0. A send to a dead
+    /// or unknown actor is safe (see the non-delivery rules in the module docs).
+    #[inline]
+    pub fn send<E: Event>(&self, recipient: ActorId, event: E) {
+        self.sys
+            .send(EventHandle::new(recipient, self.self_id, event));
+    }
+
+    /// Sends `event` with `flags` (and channel) and `cookie`.
+    #[inline]
+    pub fn send_with<E: Event>(&self, recipient: ActorId, event: E, flags: EventFlags, cookie: u64) {
+        self.sys.send(
+            EventHandle::new(recipient, self.self_id, event)
+                .with_flags(flags)
+                .with_cookie(cookie),
+        );
+    }
+
+    /// Sends a handle as it is (its sender included), e.g. one built with
+    /// [`EventHandle::forward_on_nondelivery`].
+    pub fn send_handle(&self, handle: EventHandle) {
+        self.sys.send(handle);
+    }
+
+    /// Forwards `handle` to `recipient`, keeping its sender, cookie and flags (YDB's
+    /// `Forward`).
+    pub fn forward(&self, mut handle: EventHandle, recipient: ActorId) {
+        handle.readdress(recipient);
+        self.sys.send(handle);
+    }
+
+    /// Sends `event` to this actor after `delay` (YDB's `Schedule`), from this actor.
+    pub fn schedule<E: Event>(&self, delay: Duration, event: E) -> ScheduleHandle {
+        let handle = EventHandle::new(self.self_id, self.self_id, event);
+        match &self.mailbox {
+            Some(m) => self.sys.schedule(m, delay, handle),
+            None => {
+                self.sys.send(handle);
+                ScheduleHandle::new(None, Arc::new(AtomicBool::new(false)))
+            }
+        }
+    }
+
+    /// Registers `actor` on this actor's pool with a mailbox of its own; this actor is
+    /// its parent. Its bootstrap may run on another thread before this returns.
+    ///
+    /// # Errors
+    ///
+    /// [`RegisterActorError`] when the system is stopping or the core refuses the coop.
+    pub fn register<B: Actor>(&self, actor: B) -> Result<ActorId, RegisterActorError> {
+        self.sys
+            .register(self.self_id.pool_id(), actor, self.self_id)
+    }
+
+    /// Registers `actor` on the pool named `pool` with a mailbox of its own.
+    ///
+    /// # Errors
+    ///
+    /// [`RegisterActorError::UnknownPool`], or as [`register`](Self::register).
+    pub fn register_on<B: Actor>(&self, pool: &str, actor: B) -> Result<ActorId, RegisterActorError> {
+        let pool = self.sys.pool_id(pool)?;
+        self.sys.register(pool, actor, self.self_id)
+    }
+
+    /// Registers `actor` on this actor's mailbox (YDB's `RegisterWithSameMailbox`): it never
+    /// runs concurrently with this actor (nor with any actor of the mailbox). Its
+    /// bootstrap runs right after the running handler returns, before any other event.
+    ///
+    /// # Errors
+    ///
+    /// [`RegisterActorError::ShuttingDown`] when the system is stopping,
+    /// [`RegisterActorError::TableFull`] when the pool's hints are exhausted.
+    pub fn register_with_same_mailbox<B: Actor>(
+        &mut self,
+        actor: B,
+    ) -> Result<ActorId, RegisterActorError> {
+        let Some(mailbox) = self.mailbox.clone() else {
+            return Err(RegisterActorError::ShuttingDown);
+        };
+        let child = self
+            .sys
+            .host_in_mailbox(self.self_id.pool_id(), actor, self.self_id, mailbox)?;
+        let id = child.id();
+        self.children.push(child);
+        Ok(id)
+    }
+
+    /// Ends the actor (YDB's `PassAway`): its id stops resolving at once, the running
+    /// handler completes, and events still queued for it get the non-delivery treatment.
+    ///
+    /// # Errors
+    ///
+    /// [`PassAwayError::AlreadyPassedAway`] on a second call.
+    pub fn pass_away(&mut self) -> Result<(), PassAwayError> {
+        if self.passed_away {
+            return Err(PassAwayError::AlreadyPassedAway(self.self_id));
+        }
+        self.passed_away = true;
+        self.sys.forget(self.self_id);
+        Ok(())
+    }
+
+    /// Whether [`pass_away`](Self::pass_away) has been called.
+    pub fn has_passed_away(&self) -> bool {
+        self.passed_away
+    }
+}

@@ -1,0 +1,294 @@
+//! The mailbox: the core agent that hosts one actor (or several, registered with the same
+//! mailbox) and feeds it its events.
+//!
+//! # One event
+//!
+//! 1. The routing wraps the handle in a [`Delivery`] and sends it as a mutable message to
+//!    the mailbox's direct mbox: the core queues it on the pool's dispatcher.
+//! 2. The mailbox's handler takes the handle, finds the hosted actor by the recipient's
+//!    local id, and calls its current state function (or `bootstrap`, first).
+//! 3. After the call: actors it registered with the same mailbox are adopted and
+//!    bootstrapped at once; an actor that passed away is dropped; a mailbox left empty
+//!    deregisters its coop.
+//!
+//! # Non-delivery of queued events
+//!
+//! A `Delivery` whose handle was never taken reports itself when it is dropped: the
+//! mailbox's coop was deregistered with it queued (the actor passed away or the system
+//! stopped), it arrived after the agent finished, or its timer's environment is gone. The
+//! handle then gets the non-delivery treatment of the routing. A handle for an actor the
+//! mailbox no longer hosts gets it in step 2. So no event is lost silently.
+//!
+//! Races: the actor's id leaves the table in `pass_away` (step 3 happens later); a sender
+//! that resolved the id just before still queues the event, which then takes one of the
+//! two paths above.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Instant;
+
+use smallvec::SmallVec;
+
+use super::actor::{Actor, ActorContext};
+use super::dead_letters::DeadLetterReason;
+use super::event::EV_POISON;
+use super::handle::{EventHandle, Handled};
+use super::id::ActorId;
+use super::system::SystemInner;
+use crate::agent::{Agent, Context, DefineError};
+use crate::coop::DeregReason;
+use crate::exception::ExceptionReaction;
+
+/// An actor with its context, type-erased for the mailbox.
+pub(crate) trait Hosted: Send {
+    fn id(&self) -> ActorId;
+    fn bootstrap(&mut self, parent: ActorId);
+    /// Runs the current state function; gives back an event it did not handle.
+    fn handle(&mut self, ev: EventHandle) -> Option<EventHandle>;
+    fn passed_away(&self) -> bool;
+    /// Passes away if not yet (unhandled Poison).
+    fn pass_away_quietly(&mut self);
+    fn take_children(&mut self) -> Vec<Box<dyn Hosted>>;
+    fn set_mailbox(&mut self, mbox: &crate::Mbox);
+    fn reaction(&self) -> ExceptionReaction;
+    fn parent(&self) -> ActorId;
+}
+
+pub(crate) struct Cell<A: Actor> {
+    actor: A,
+    ctx: ActorContext<A>,
+    parent: ActorId,
+}
+
+impl<A: Actor> Cell<A> {
+    pub(crate) fn new(actor: A, ctx: ActorContext<A>, parent: ActorId) -> Self {
+        Cell { actor, ctx, parent }
+    }
+}
+
+impl<A: Actor> Hosted for Cell<A> {
+    fn id(&self) -> ActorId {
+        self.ctx.self_id
+    }
+
+    fn bootstrap(&mut self, parent: ActorId) {
+        self.actor.bootstrap(&mut self.ctx, parent);
+    }
+
+    #[inline]
+    fn handle(&mut self, ev: EventHandle) -> Option<EventHandle> {
+        match self.ctx.state {
+            Some(f) => match f(&mut self.actor, &mut self.ctx, ev) {
+                Handled::Yes => None,
+                Handled::No(ev) => Some(ev),
+            },
+            None => Some(ev),
+        }
+    }
+
+    fn passed_away(&self) -> bool {
+        self.ctx.passed_away
+    }
+
+    fn pass_away_quietly(&mut self) {
+        let _ = self.ctx.pass_away();
+    }
+
+    fn take_children(&mut self) -> Vec<Box<dyn Hosted>> {
+        std::mem::take(&mut self.ctx.children)
+    }
+
+    fn set_mailbox(&mut self, mbox: &crate::Mbox) {
+        self.ctx.mailbox = Some(mbox.clone());
+    }
+
+    fn reaction(&self) -> ExceptionReaction {
+        self.actor.exception_reaction()
+    }
+
+    fn parent(&self) -> ActorId {
+        self.parent
+    }
+}
+
+/// A handle on its way to a mailbox. Reports itself as not delivered if dropped with the
+/// handle still inside (see the module docs).
+pub(crate) struct Delivery {
+    handle: Option<EventHandle>,
+    sys: Weak<SystemInner>,
+    /// Set for scheduled events: a cancelled one is dropped quietly.
+    cancelled: Option<Arc<AtomicBool>>,
+    /// Whether it is in its pool's queue-length count.
+    counted: bool,
+}
+
+impl Delivery {
+    pub(crate) fn new(
+        handle: EventHandle,
+        sys: Weak<SystemInner>,
+        cancelled: Option<Arc<AtomicBool>>,
+        counted: bool,
+    ) -> Self {
+        Delivery {
+            handle: Some(handle),
+            sys,
+            cancelled,
+            counted,
+        }
+    }
+}
+
+impl Drop for Delivery {
+    fn drop(&mut self) {
+        let Some(h) = self.handle.take() else { return };
+        if self
+            .cancelled
+            .as_ref()
+            .is_some_and(|c| c.load(Ordering::Acquire))
+        {
+            return;
+        }
+        if let Some(sys) = self.sys.upgrade() {
+            if self.counted {
+                sys.dequeued(h.recipient_rewrite());
+            }
+            let reason = sys.loss_reason();
+            sys.not_delivered(h, reason);
+        }
+    }
+}
+
+/// Asks a mailbox to deregister (the system is stopping).
+pub(crate) struct StopMailbox;
+
+/// The agent that is a mailbox.
+pub(crate) struct MailboxAgent {
+    sys: Arc<SystemInner>,
+    pool: u32,
+    actors: SmallVec<[Box<dyn Hosted>; 1]>,
+    reaction: ExceptionReaction,
+}
+
+impl MailboxAgent {
+    pub(crate) fn new(sys: Arc<SystemInner>, pool: u32, first: Box<dyn Hosted>) -> Self {
+        let reaction = first.reaction();
+        let mut actors = SmallVec::new();
+        actors.push(first);
+        MailboxAgent {
+            sys,
+            pool,
+            actors,
+            reaction,
+        }
+    }
+
+    /// Steps 2 and 3 of one event.
+    #[inline]
+    fn deliver(&mut self, ctx: &mut Context<Self>, ev: EventHandle, counted: bool) {
+        let pool = self.sys.pool(self.pool);
+        if counted {
+            pool.dequeued.fetch_add(1, Ordering::Relaxed);
+        }
+        let local = ev.recipient_rewrite().local_id();
+        let Some(i) = self.actors.iter().position(|a| a.id().local_id() == local) else {
+            let reason = self.sys.loss_reason();
+            self.sys.not_delivered(ev, reason);
+            return;
+        };
+        pool.handled.fetch_add(1, Ordering::Relaxed);
+        let start = pool.activity.then(Instant::now);
+        let unhandled = self.actors[i].handle(ev);
+        if let Some(ev) = unhandled {
+            if ev.event_type() == EV_POISON {
+                self.actors[i].pass_away_quietly();
+            } else {
+                self.sys.dead_letter(&ev, DeadLetterReason::Unhandled);
+            }
+        }
+        self.after_call(ctx, i);
+        if let Some(t) = start {
+            self.sys.pool(self.pool).add_work(t);
+        }
+    }
+
+    /// Step 3: adopts and bootstraps children, drops an actor that passed away,
+    /// deregisters an empty mailbox.
+    fn after_call(&mut self, ctx: &mut Context<Self>, i: usize) {
+        let children = self.actors[i].take_children();
+        if self.actors[i].passed_away() {
+            self.actors.swap_remove(i);
+        }
+        for child in children {
+            self.actors.push(child);
+            let last = self.actors.len() - 1;
+            self.bootstrap(ctx, last);
+        }
+        if self.actors.is_empty() {
+            ctx.deregister_coop(DeregReason::Normal);
+        }
+    }
+
+    fn bootstrap(&mut self, ctx: &mut Context<Self>, i: usize) {
+        let pool = self.sys.pool(self.pool);
+        pool.handled.fetch_add(1, Ordering::Relaxed);
+        let start = pool.activity.then(Instant::now);
+        let parent = self.actors[i].parent();
+        self.actors[i].bootstrap(parent);
+        if let Some(t) = start {
+            self.sys.pool(self.pool).add_work(t);
+        }
+        // Children first adopted here bootstrap recursively (depth = nesting in bootstraps).
+        let children = self.actors[i].take_children();
+        let gone = self.actors[i].passed_away();
+        if gone {
+            self.actors.swap_remove(i);
+        }
+        for child in children {
+            self.actors.push(child);
+            let last = self.actors.len() - 1;
+            self.bootstrap(ctx, last);
+        }
+    }
+}
+
+impl Agent for MailboxAgent {
+    fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+        let mbox = ctx.direct_mbox();
+        for a in &mut self.actors {
+            a.set_mailbox(&mbox);
+        }
+        if let Ok(me) = ctx.me() {
+            self.sys.register_stats(&me);
+        }
+        ctx.subscribe_self()
+            .event_mutable(|a: &mut Self, ctx, mut d: Delivery| {
+                if let Some(ev) = d.handle.take() {
+                    let counted = d.counted;
+                    drop(d);
+                    a.deliver(ctx, ev, counted);
+                }
+            })?;
+        ctx.subscribe_self()
+            .event(|_: &mut Self, ctx, _: &StopMailbox| {
+                ctx.deregister_coop(DeregReason::Shutdown);
+            })?;
+        Ok(())
+    }
+
+    fn on_start(&mut self, ctx: &mut Context<Self>) {
+        self.bootstrap(ctx, 0);
+        if self.actors.is_empty() {
+            ctx.deregister_coop(DeregReason::Normal);
+        }
+    }
+
+    fn on_finish(&mut self, _ctx: &mut Context<Self>) {
+        for a in self.actors.drain(..) {
+            self.sys.forget(a.id());
+        }
+    }
+
+    fn exception_reaction(&self) -> ExceptionReaction {
+        self.reaction
+    }
+}

@@ -1,0 +1,180 @@
+//! Routing of a send and YDB's non-delivery rules (see [`ActorSystem`](super::ActorSystem)).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::actor::ScheduleHandle;
+use super::dead_letters::{DeadLetter, DeadLetterReason, DeliveryCounters};
+use super::flags::EventFlags;
+use super::handle::EventHandle;
+use super::id::ActorId;
+use super::mailbox::Delivery;
+use super::system::SystemInner;
+use super::system_events::Undelivered;
+use crate::mbox::Mbox;
+use crate::message::Message;
+
+/// Where a send to an id goes ([`ActorSystem::route`](super::ActorSystem::route)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Route {
+    /// A live local actor (the service's actor for a service id).
+    Local(ActorId),
+    /// Another node: the interconnect's path. `proxy` is the local service
+    /// [`ActorId::interconnect_proxy`] of that node if one is registered; without it the
+    /// event is not delivered, reason `Disconnected`.
+    Remote {
+        /// The recipient's node.
+        node_id: u32,
+        /// The actor serving the node's interconnect proxy service, if any.
+        proxy: Option<ActorId>,
+    },
+    /// Nothing: not delivered, reason `ActorUnknown`.
+    Unknown,
+}
+
+impl SystemInner {
+    fn is_remote(&self, id: ActorId) -> bool {
+        let node = id.node_id();
+        node != 0 && node != self.node_id
+    }
+
+    /// Where `id` leads now.
+    pub(crate) fn route(&self, id: ActorId) -> Route {
+        if self.is_remote(id) {
+            return Route::Remote {
+                node_id: id.node_id(),
+                proxy: self
+                    .services
+                    .lookup(ActorId::interconnect_proxy(id.node_id())),
+            };
+        }
+        let target = if id.is_service() {
+            match self.services.lookup(id) {
+                Some(t) if self.is_remote(t) => return self.route(t),
+                Some(t) => t,
+                None => return Route::Unknown,
+            }
+        } else {
+            id
+        };
+        match self.pools.get(target.pool_id() as usize) {
+            Some(p) if p.table.with(target.hint(), target.local_id(), |_| ()).is_some() => {
+                Route::Local(target)
+            }
+            _ => Route::Unknown,
+        }
+    }
+
+    /// Routes one handle (routing steps 1–3).
+    #[inline]
+    pub(crate) fn send(&self, mut h: EventHandle) {
+        let r = h.recipient();
+        if self.is_remote(r) {
+            return self.send_remote(h, r.node_id());
+        }
+        let target = if r.is_service() {
+            match self.services.lookup(r) {
+                Some(t) => {
+                    h.set_rewrite(t);
+                    if self.is_remote(t) {
+                        return self.send_remote(h, t.node_id());
+                    }
+                    t
+                }
+                None => return self.not_delivered(h, DeadLetterReason::ActorUnknown),
+            }
+        } else {
+            r
+        };
+        self.deliver_local(h, target);
+    }
+
+    /// The interconnect's path: the node's proxy service, else `Disconnected`.
+    fn send_remote(&self, mut h: EventHandle, node_id: u32) {
+        match self.services.lookup(ActorId::interconnect_proxy(node_id)) {
+            Some(proxy) if !self.is_remote(proxy) => {
+                h.set_rewrite(proxy);
+                self.deliver_local(h, proxy);
+            }
+            _ => self.not_delivered(h, DeadLetterReason::Disconnected),
+        }
+    }
+
+    #[inline]
+    fn deliver_local(&self, h: EventHandle, target: ActorId) {
+        let Some(pool) = self.pools.get(target.pool_id() as usize) else {
+            return self.not_delivered(h, DeadLetterReason::ActorUnknown);
+        };
+        let mut h = Some(h);
+        let found = pool.table.with(target.hint(), target.local_id(), |mbox| {
+            if let Some(h) = h.take() {
+                pool.enqueued.fetch_add(1, Ordering::Relaxed);
+                let d = Delivery::new(h, self.me.clone(), None, true);
+                // A direct mbox never refuses (a refused event reports itself on drop).
+                let _ = mbox.deliver(Message::new_mutable(d), 0);
+            }
+        });
+        if found.is_none() {
+            if let Some(h) = h {
+                self.not_delivered(h, DeadLetterReason::ActorUnknown);
+            }
+        }
+    }
+
+    /// YDB's non-delivery rules (see `ActorSystem`'s docs).
+    pub(crate) fn not_delivered(&self, h: EventHandle, reason: DeadLetterReason) {
+        let flags = h.flags();
+        if flags.contains(EventFlags::FORWARD_ON_NONDELIVERY) {
+            DeliveryCounters::bump(&self.counters.forwarded);
+            return self.send(h.into_forwarded());
+        }
+        self.dead_letter(&h, reason);
+        if flags.contains(EventFlags::TRACK_DELIVERY) {
+            let cleared = flags.without(
+                EventFlags::TRACK_DELIVERY
+                    | EventFlags::SUBSCRIBE_ON_SESSION
+                    | EventFlags::GENERATE_UNSURE_UNDELIVERED,
+            );
+            let back = EventHandle::new(
+                h.sender(),
+                h.recipient(),
+                Undelivered {
+                    source_type: h.event_type(),
+                    reason: reason.undelivered_reason(),
+                    unsure: false,
+                },
+            )
+            .with_flags(cleared)
+            .with_cookie(h.cookie());
+            drop(h);
+            DeliveryCounters::bump(&self.counters.undelivered);
+            self.send(back);
+        }
+    }
+
+    /// Publishes a dead letter and counts it.
+    pub(crate) fn dead_letter(&self, h: &EventHandle, reason: DeadLetterReason) {
+        DeliveryCounters::bump(&self.counters.dead_letters);
+        let _ = self.dead_letters.send(DeadLetter {
+            recipient: h.recipient(),
+            sender: h.sender(),
+            event_type: h.event_type(),
+            cookie: h.cookie(),
+            reason,
+        });
+    }
+
+    /// Schedules `h` to `mailbox` after `delay` on the environment's timer.
+    pub(crate) fn schedule(&self, mailbox: &Mbox, delay: Duration, h: EventHandle) -> ScheduleHandle {
+        let cancelled = Arc::new(AtomicBool::new(false));
+        let d = Delivery::new(h, self.me.clone(), Some(cancelled.clone()), false);
+        // On failure the delivery was dropped inside: it reported itself (Shutdown).
+        let timer = crate::send_delayed_mutable(mailbox, delay, d).ok().map(|t| {
+            let keep = t.clone();
+            t.detach();
+            keep
+        });
+        ScheduleHandle::new(timer, cancelled)
+    }
+}

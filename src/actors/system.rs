@@ -1,0 +1,624 @@
+//! [`ActorSystem`]: one node's actors, pools and local services on an environment.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use thiserror::Error;
+
+use super::actor::{Actor, ActorContext};
+use super::dead_letters::{DeadLetterReason, DeliveryCounters};
+use super::event::Event;
+use super::flags::EventFlags;
+use super::handle::EventHandle;
+use super::id::ActorId;
+use super::mailbox::{Cell, Hosted, MailboxAgent, StopMailbox};
+use super::pools::{Pool, PoolConfig, PoolStats};
+use super::routing::Route;
+use super::services::{LocalServices, ServiceError};
+use crate::dispatcher::BuildError;
+use crate::stats::{Quantity, SourceReg, StatsSource};
+use crate::{AgentRef, Environment, Mbox, RegisterError};
+
+/// Registers a service's actor at start: gets the system and the pool id.
+type ServiceFactory =
+    Box<dyn FnOnce(&ActorSystem, u32) -> Result<ActorId, RegisterActorError> + Send>;
+/// Runs once at start, after the services are registered.
+type StartFn = Box<dyn FnOnce(&ActorSystem) + Send>;
+
+/// What an [`ActorSystem`] is made of: its node id, pools, local services and what to run at
+/// start.
+///
+/// # Examples
+///
+/// ```
+/// use agentbox::actors::{PoolConfig, SystemSetup};
+///
+/// let setup = SystemSetup::new(3)
+///     .pool(PoolConfig::new(PoolConfig::SYSTEM))
+///     .pool(PoolConfig::new(PoolConfig::USER).threads(2))
+///     .on_start(|system| println!("node {} is up", system.node_id()));
+/// assert_eq!(setup.node_id(), 3);
+/// ```
+pub struct SystemSetup {
+    node_id: u32,
+    pools: Vec<PoolConfig>,
+    services: Vec<(ActorId, String, ServiceFactory)>,
+    on_start: Vec<StartFn>,
+    first_local_id: Option<u64>,
+}
+
+impl SystemSetup {
+    /// A setup for node `node_id` (1..=[`ActorId::MAX_NODE_ID`]); without pools it gets one,
+    /// `"User"`, of one thread.
+    pub fn new(node_id: u32) -> SystemSetup {
+        SystemSetup {
+            node_id,
+            pools: Vec::new(),
+            services: Vec::new(),
+            on_start: Vec::new(),
+            first_local_id: None,
+        }
+    }
+
+    /// The node id.
+    pub fn node_id(&self) -> u32 {
+        self.node_id
+    }
+
+    /// Adds a pool; pool ids are given in the order of these calls, from 0.
+    pub fn pool(mut self, pool: PoolConfig) -> SystemSetup {
+        self.pools.push(pool);
+        self
+    }
+
+    /// Registers `actor` on pool `pool` at start and makes it the local service `service`.
+    pub fn local_service<A: Actor>(
+        mut self,
+        service: ActorId,
+        pool: impl Into<String>,
+        actor: A,
+    ) -> SystemSetup {
+        let factory: ServiceFactory =
+            Box::new(move |sys, pool| sys.0.register(pool, actor, ActorId::EMPTY));
+        self.services.push((service, pool.into(), factory));
+        self
+    }
+
+    /// Runs `f` at start, after the local services are registered (in the order added).
+    pub fn on_start(mut self, f: impl FnOnce(&ActorSystem) + Send + 'static) -> SystemSetup {
+        self.on_start.push(Box::new(f));
+        self
+    }
+
+    /// The local id of the first actor (default YDB's: `unix seconds << 32`); each later
+    /// actor gets the next one. Local ids are never reused within the system.
+    pub fn first_local_id(mut self, id: u64) -> SystemSetup {
+        self.first_local_id = Some(id.max(1));
+        self
+    }
+}
+
+impl std::fmt::Debug for SystemSetup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SystemSetup")
+            .field("node_id", &self.node_id)
+            .field("pools", &self.pools)
+            .field("services", &self.services.len())
+            .field("on_start", &self.on_start.len())
+            .finish()
+    }
+}
+
+/// Why a system could not start.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum SystemError {
+    /// The node id is 0 or does not fit in 20 bits.
+    #[error("node id {0} is not in 1..=1048575")]
+    InvalidNodeId(u32),
+    /// Two pools have the same name.
+    #[error("two pools are named {0:?}")]
+    DuplicatePool(String),
+    /// More pools than the 11 bits of a pool id hold.
+    #[error("{0} pools; at most 2048")]
+    TooManyPools(usize),
+    /// A pool's dispatcher could not start.
+    #[error("pool {pool:?}: {source}")]
+    Pool {
+        /// The pool.
+        pool: String,
+        /// Why.
+        #[source]
+        source: BuildError,
+    },
+    /// A local service's actor could not be registered.
+    #[error("local service {service}: {source}")]
+    ServiceActor {
+        /// The service id.
+        service: ActorId,
+        /// Why.
+        #[source]
+        source: RegisterActorError,
+    },
+    /// A local service id is not a service id.
+    #[error(transparent)]
+    Service(#[from] ServiceError),
+}
+
+/// Why an actor could not be registered.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum RegisterActorError {
+    /// No pool has this name.
+    #[error("no pool is named {0:?}")]
+    UnknownPool(String),
+    /// The system is stopping.
+    #[error("the actor system is stopping")]
+    ShuttingDown,
+    /// All 2^32 hints of the pool are in use.
+    #[error("the pool's actor table is full")]
+    TableFull,
+    /// The core refused the actor's coop (e.g. the environment is stopping).
+    #[error(transparent)]
+    Coop(#[from] RegisterError),
+}
+
+/// A snapshot of a system's figures ([`ActorSystem::stats`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SystemStats {
+    /// The node id.
+    pub node_id: u32,
+    /// Dead letters published.
+    pub dead_letters: u64,
+    /// `Undelivered` notifications generated (for events with `TRACK_DELIVERY`).
+    pub undelivered: u64,
+    /// Events forwarded on non-delivery (`FORWARD_ON_NONDELIVERY`).
+    pub forwarded: u64,
+    /// Per pool, by pool id.
+    pub pools: Vec<PoolStats>,
+}
+
+/// One node of YDB's actor model: pools of threads running actors, addressed by
+/// [`ActorId`], on an [`Environment`]. A cheap handle (clones share the system).
+///
+/// Many systems (nodes) may live in one environment or process; each has its own node id,
+/// pools, actor tables, services and dead letters. Sending from outside any actor
+/// ([`send`](Self::send)) uses the empty id as the sender.
+///
+/// # Routing of a send
+///
+/// 1. A recipient on another node (node id ≠ 0 and ≠ this node's) goes to the
+///    interconnect: the local service [`ActorId::interconnect_proxy`] of that node, which
+///    the interconnect registers; without one, the event is not delivered with reason
+///    `Disconnected`.
+/// 2. A service id is resolved once through the local services (whole 16 bytes); not
+///    found: not delivered (`ActorUnknown`).
+/// 3. The pool id and the hint find the slot, the local id must match: the event is queued
+///    to the actor's mailbox. Otherwise: not delivered (`ActorUnknown`).
+///
+/// # Non-delivery (YDB's rules)
+///
+/// 1. With `FORWARD_ON_NONDELIVERY` the event goes to the handle's forward target, with
+///    `FORWARD_ON_NONDELIVERY` and `SUBSCRIBE_ON_SESSION` cleared.
+/// 2. Else with `TRACK_DELIVERY` the sender gets [`Undelivered`](super::Undelivered)
+///    `{source_type, reason, unsure: false}` from the recipient's id, with the same cookie
+///    and channel, `TRACK_DELIVERY`, `SUBSCRIBE_ON_SESSION` and
+///    `GENERATE_UNSURE_UNDELIVERED` cleared; the event itself is a dead letter.
+/// 3. Else the event is a dead letter.
+///
+/// This holds for unknown ids, actors that passed away, and events still queued when their
+/// actor passes away. Every dead letter is sent as a [`DeadLetter`](super::DeadLetter) to
+/// [`dead_letters`](Self::dead_letters) and counted in [`stats`](Self::stats).
+///
+/// # Examples
+///
+/// ```
+/// use agentbox::actors::*;
+/// use agentbox::{ActorId, Environment};
+///
+/// Environment::launch(|env| {
+///     let system = ActorSystem::start(env, SystemSetup::new(7)).unwrap();
+///     // Nobody lives there: the event becomes a dead letter (and nothing panics).
+///     system.send(ActorId::new(7, 12345, 0), Wakeup { tag: 1 });
+///     assert_eq!(system.stats().dead_letters, 1);
+/// }).unwrap();
+/// ```
+#[derive(Clone)]
+pub struct ActorSystem(pub(crate) Arc<SystemInner>);
+
+/// The shared state of one system.
+pub(crate) struct SystemInner {
+    pub(crate) node_id: u32,
+    pub(crate) env: Environment,
+    pub(crate) pools: Vec<Pool>,
+    pub(crate) services: LocalServices,
+    next_local: AtomicU64,
+    pub(crate) dead_letters: Mbox,
+    pub(crate) counters: DeliveryCounters,
+    stopping: AtomicBool,
+    pub(crate) me: Weak<SystemInner>,
+    /// Holds the system's stats source (the stats controller holds it weakly).
+    stats_reg: SourceReg,
+}
+
+impl ActorSystem {
+    /// Starts a system on `env`: builds the pools, registers the local services, runs the
+    /// start functions.
+    ///
+    /// # Errors
+    ///
+    /// [`SystemError`]; a system that fails to start stops what it started.
+    pub fn start(env: &Environment, setup: SystemSetup) -> Result<ActorSystem, SystemError> {
+        let node_id = setup.node_id;
+        if node_id == 0 || node_id > ActorId::MAX_NODE_ID {
+            return Err(SystemError::InvalidNodeId(node_id));
+        }
+        let mut configs = setup.pools;
+        if configs.is_empty() {
+            configs.push(PoolConfig::new(PoolConfig::USER));
+        }
+        if configs.len() > ActorId::MAX_POOL_ID as usize + 1 {
+            return Err(SystemError::TooManyPools(configs.len()));
+        }
+        let mut pools = Vec::with_capacity(configs.len());
+        for (i, cfg) in configs.iter().enumerate() {
+            if configs[..i].iter().any(|c| c.name() == cfg.name()) {
+                return Err(SystemError::DuplicatePool(cfg.name().to_owned()));
+            }
+            let id = u32::try_from(i).unwrap_or(u32::MAX);
+            let pool = Pool::start(node_id, id, cfg).map_err(|source| SystemError::Pool {
+                pool: cfg.name().to_owned(),
+                source,
+            })?;
+            pools.push(pool);
+        }
+        let first = setup.first_local_id.unwrap_or_else(|| {
+            let secs = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            (secs << 32).max(1)
+        });
+        let inner = Arc::new_cyclic(|me: &Weak<SystemInner>| {
+            let source: Arc<dyn StatsSource> = Arc::new(SystemStatsSource(me.clone()));
+            SystemInner {
+                node_id,
+                env: env.clone(),
+                pools,
+                services: LocalServices::default(),
+                next_local: AtomicU64::new(first),
+                dead_letters: env.create_mbox(),
+                counters: DeliveryCounters::default(),
+                stopping: AtomicBool::new(false),
+                me: me.clone(),
+                stats_reg: SourceReg::new(source),
+            }
+        });
+        let system = ActorSystem(inner);
+        for (service, pool, factory) in setup.services {
+            if !service.is_service() {
+                system.stop();
+                return Err(ServiceError::NotAService(service).into());
+            }
+            let registered = system
+                .0
+                .pool_id(&pool)
+                .and_then(|p| factory(&system, p))
+                .and_then(|actor| {
+                    system
+                        .register_local_service(service, actor)
+                        .map_err(|_| RegisterActorError::ShuttingDown)
+                });
+            if let Err(source) = registered {
+                system.stop();
+                return Err(SystemError::ServiceActor { service, source });
+            }
+        }
+        for f in setup.on_start {
+            f(&system);
+        }
+        Ok(system)
+    }
+
+    /// The node id.
+    pub fn node_id(&self) -> u32 {
+        self.0.node_id
+    }
+
+    /// The environment the system runs on.
+    pub fn environment(&self) -> &Environment {
+        &self.0.env
+    }
+
+    /// Registers `actor` on pool 0 with a mailbox of its own; its parent is the empty id.
+    ///
+    /// # Errors
+    ///
+    /// [`RegisterActorError`].
+    pub fn register<A: Actor>(&self, actor: A) -> Result<ActorId, RegisterActorError> {
+        self.0.register(0, actor, ActorId::EMPTY)
+    }
+
+    /// Registers `actor` on the pool named `pool`.
+    ///
+    /// # Errors
+    ///
+    /// [`RegisterActorError`].
+    pub fn register_on<A: Actor>(&self, pool: &str, actor: A) -> Result<ActorId, RegisterActorError> {
+        let pool = self.0.pool_id(pool)?;
+        self.0.register(pool, actor, ActorId::EMPTY)
+    }
+
+    /// The id of the pool named `name`.
+    pub fn pool_id(&self, name: &str) -> Option<u32> {
+        self.0.pool_id(name).ok()
+    }
+
+    /// Sends `event` to `recipient` from outside any actor (the sender is empty).
+    pub fn send<E: Event>(&self, recipient: ActorId, event: E) {
+        self.0
+            .send(EventHandle::new(recipient, ActorId::EMPTY, event));
+    }
+
+    /// Sends `event` with `flags` and `cookie`, from `sender` (may be empty).
+    pub fn send_with<E: Event>(
+        &self,
+        recipient: ActorId,
+        sender: ActorId,
+        event: E,
+        flags: EventFlags,
+        cookie: u64,
+    ) {
+        self.0.send(
+            EventHandle::new(recipient, sender, event)
+                .with_flags(flags)
+                .with_cookie(cookie),
+        );
+    }
+
+    /// Sends a handle as it is.
+    pub fn send_handle(&self, handle: EventHandle) {
+        self.0.send(handle);
+    }
+
+    /// Where a send to `id` would go now (see the routing rules above).
+    pub fn route(&self, id: ActorId) -> Route {
+        self.0.route(id)
+    }
+
+    /// Whether `id` resolves to a live actor of this system (directly or as a service).
+    pub fn is_registered(&self, id: ActorId) -> bool {
+        matches!(self.0.route(id), Route::Local(_))
+    }
+
+    /// Makes `actor` the local service `service`, replacing any previous one; returns the
+    /// actor that served it before.
+    ///
+    /// # Errors
+    ///
+    /// [`ServiceError`] unless `service` is a service id and `actor` a plain, set id.
+    pub fn register_local_service(
+        &self,
+        service: ActorId,
+        actor: ActorId,
+    ) -> Result<Option<ActorId>, ServiceError> {
+        self.0.services.register(service, actor)
+    }
+
+    /// The actor serving `service` (compared on all 16 bytes, node included).
+    pub fn lookup_local_service(&self, service: ActorId) -> Option<ActorId> {
+        self.0.services.lookup(service)
+    }
+
+    /// Removes the local service `service`; returns the actor that served it.
+    pub fn clear_local_service(&self, service: ActorId) -> Option<ActorId> {
+        self.0.services.clear(service)
+    }
+
+    /// Removes the local service `service` only if `actor` serves it; returns whether it
+    /// did.
+    pub fn clear_local_service_if(&self, service: ActorId, actor: ActorId) -> bool {
+        self.0.services.clear_if(service, actor)
+    }
+
+    /// The multi-consumer mbox every [`DeadLetter`](super::DeadLetter) of this system is sent
+    /// to.
+    pub fn dead_letters(&self) -> Mbox {
+        self.0.dead_letters.clone()
+    }
+
+    /// The system's figures now. They are also distributed by the environment's stats
+    /// controller under `ydb/node<N>` (`dead_letters.count`, `undelivered.count`,
+    /// `forwarded.count`) and `ydb/node<N>/pool/<name>` (`actor.count`, `events.handled`,
+    /// `queue.length`, `threads.count`, `work.total_ns`, `idle.total_ns`), once an actor
+    /// has been registered.
+    pub fn stats(&self) -> SystemStats {
+        let c = &self.0.counters;
+        SystemStats {
+            node_id: self.0.node_id,
+            dead_letters: c.dead_letters.load(Ordering::Relaxed),
+            undelivered: c.undelivered.load(Ordering::Relaxed),
+            forwarded: c.forwarded.load(Ordering::Relaxed),
+            pools: self.0.pools.iter().map(Pool::stats).collect(),
+        }
+    }
+
+    /// The figures of pool `pool_id`.
+    pub fn pool_stats(&self, pool_id: u32) -> Option<PoolStats> {
+        self.0.pools.get(pool_id as usize).map(Pool::stats)
+    }
+
+    /// Stops the system: registering fails from now on, and every mailbox deregisters after
+    /// the events already queued for it (later ones are not delivered, reason
+    /// [`Shutdown`](DeadLetterReason::Shutdown)). Returns at once.
+    pub fn stop(&self) {
+        self.0.stopping.store(true, Ordering::Release);
+        for pool in &self.0.pools {
+            for m in pool.table.mailboxes() {
+                let _ = m.send(StopMailbox);
+            }
+        }
+    }
+
+    /// Whether [`stop`](Self::stop) was called.
+    pub fn is_stopping(&self) -> bool {
+        self.0.stopping.load(Ordering::Acquire)
+    }
+}
+
+impl std::fmt::Debug for ActorSystem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ActorSystem(node {})", self.0.node_id)
+    }
+}
+
+impl SystemInner {
+    #[inline]
+    pub(crate) fn pool(&self, id: u32) -> &Pool {
+        &self.pools[id as usize]
+    }
+
+    pub(crate) fn pool_id(&self, name: &str) -> Result<u32, RegisterActorError> {
+        self.pools
+            .iter()
+            .find(|p| &*p.name == name)
+            .map(|p| p.id)
+            .ok_or_else(|| RegisterActorError::UnknownPool(name.to_owned()))
+    }
+
+    fn arc(&self) -> Result<Arc<SystemInner>, RegisterActorError> {
+        self.me.upgrade().ok_or(RegisterActorError::ShuttingDown)
+    }
+
+    /// A fresh id on `pool`, its slot reserved (resolving to nothing yet).
+    fn new_id(&self, pool: u32) -> Result<ActorId, RegisterActorError> {
+        if self.stopping.load(Ordering::Acquire) {
+            return Err(RegisterActorError::ShuttingDown);
+        }
+        let p = self
+            .pools
+            .get(pool as usize)
+            .ok_or_else(|| RegisterActorError::UnknownPool(pool.to_string()))?;
+        let local = self.next_local.fetch_add(1, Ordering::Relaxed);
+        let hint = p.table.reserve(local).ok_or(RegisterActorError::TableFull)?;
+        Ok(ActorId::with_pool(self.node_id, pool, local, hint))
+    }
+
+    /// Registers `actor` with a mailbox of its own on `pool`.
+    ///
+    /// 1. A local id and a slot (hint) are reserved.
+    /// 2. The mailbox agent is made and its slot filled with its mbox, so that the actor's
+    ///    bootstrap can already reach itself.
+    /// 3. Its coop is registered on the pool's dispatcher; on failure the slot is freed.
+    pub(crate) fn register<A: Actor>(
+        &self,
+        pool: u32,
+        actor: A,
+        parent: ActorId,
+    ) -> Result<ActorId, RegisterActorError> {
+        let sys = self.arc()?;
+        let id = self.new_id(pool)?;
+        let p = self.pool(pool);
+        let cell = Cell::new(actor, ActorContext::new(sys.clone(), id), parent);
+        let agent = MailboxAgent::new(sys, pool, Box::new(cell));
+        let mut coop = self.env.make_coop();
+        coop.set_binder(p.binder.clone());
+        let mbox = coop.add_agent(agent);
+        p.table.fill(id.hint(), id.local_id(), mbox);
+        match self.env.register_coop(coop) {
+            Ok(_) => Ok(id),
+            Err(e) => {
+                p.table.remove(id.hint(), id.local_id());
+                Err(e.into())
+            }
+        }
+    }
+
+    /// An actor for an existing mailbox (`register_with_same_mailbox`); it resolves at
+    /// once.
+    pub(crate) fn host_in_mailbox<A: Actor>(
+        &self,
+        pool: u32,
+        actor: A,
+        parent: ActorId,
+        mailbox: Mbox,
+    ) -> Result<Box<dyn Hosted>, RegisterActorError> {
+        let sys = self.arc()?;
+        let id = self.new_id(pool)?;
+        let mut ctx = ActorContext::new(sys, id);
+        ctx.mailbox = Some(mailbox.clone());
+        self.pool(pool)
+            .table
+            .fill(id.hint(), id.local_id(), mailbox);
+        Ok(Box::new(Cell::new(actor, ctx, parent)))
+    }
+
+    /// The actor's id stops resolving.
+    pub(crate) fn forget(&self, id: ActorId) {
+        if let Some(p) = self.pools.get(id.pool_id() as usize) {
+            p.table.remove(id.hint(), id.local_id());
+        }
+    }
+
+    /// A counted event left its pool's queue without reaching an actor.
+    pub(crate) fn dequeued(&self, rewrite: ActorId) {
+        if let Some(p) = self.pools.get(rewrite.pool_id() as usize) {
+            p.dequeued.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Why an event queued for a mailbox that no longer takes it was lost.
+    pub(crate) fn loss_reason(&self) -> DeadLetterReason {
+        if self.stopping.load(Ordering::Acquire) || self.env.is_shutting_down() {
+            DeadLetterReason::Shutdown
+        } else {
+            DeadLetterReason::PassedAway
+        }
+    }
+
+    pub(crate) fn register_stats(&self, agent: &AgentRef) {
+        self.stats_reg.register(agent);
+    }
+}
+
+/// The system's figures for the environment's stats controller.
+struct SystemStatsSource(Weak<SystemInner>);
+
+impl StatsSource for SystemStatsSource {
+    fn distribute(&self, out: &mut dyn FnMut(Quantity)) {
+        let Some(sys) = self.0.upgrade() else { return };
+        let prefix = format!("ydb/node{}", sys.node_id);
+        let c = &sys.counters;
+        let n = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+        for (suffix, v) in [
+            ("dead_letters.count", &c.dead_letters),
+            ("undelivered.count", &c.undelivered),
+            ("forwarded.count", &c.forwarded),
+        ] {
+            out(Quantity {
+                prefix: prefix.clone(),
+                suffix,
+                value: n(v.load(Ordering::Relaxed)),
+            });
+        }
+        for pool in &sys.pools {
+            let s = pool.stats();
+            let prefix = format!("{prefix}/pool/{}", s.name);
+            let ns = |d: std::time::Duration| usize::try_from(d.as_nanos()).unwrap_or(usize::MAX);
+            for (suffix, value) in [
+                ("actor.count", s.actors),
+                ("threads.count", s.threads),
+                ("events.handled", n(s.events_handled)),
+                ("queue.length", n(s.queue_length)),
+                ("work.total_ns", ns(s.work)),
+                ("idle.total_ns", ns(s.idle)),
+            ] {
+                out(Quantity {
+                    prefix: prefix.clone(),
+                    suffix,
+                    value,
+                });
+            }
+        }
+    }
+}

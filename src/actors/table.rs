@@ -1,0 +1,114 @@
+//! The actor table of one pool: a slab indexed by the hint, the local id as generation.
+//!
+//! | slot field | meaning |
+//! |---|---|
+//! | `local_id` | the actor living in the slot; 0 when the slot is free (local ids start at 1) |
+//! | `mbox` | its mailbox (the direct mbox of the agent hosting it); `None` while reserved |
+//!
+//! A lookup is one index and one compare: `slots[hint]`, then `local_id ==`; no hashing.
+//! A freed hint goes to the free list and is reused by a later actor, with a new local id
+//! (local ids are never reused), so a stale id fails the compare and never reaches the new
+//! actor.
+//!
+//! Races: lookups take the read lock (recursive: a delivery made under it may drop an
+//! event whose non-delivery looks up again on the same thread), changes the write lock. An
+//! actor removed while a sender holds its mbox still gets that event queued; the mailbox
+//! then treats it as not delivered (see `mailbox.rs`).
+
+use parking_lot::RwLock;
+
+use crate::mbox::Mbox;
+
+struct Slot {
+    local_id: u64,
+    mbox: Option<Mbox>,
+}
+
+#[derive(Default)]
+struct Slab {
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    live: usize,
+}
+
+/// One pool's actors by hint.
+#[derive(Default)]
+pub(crate) struct ActorTable {
+    slab: RwLock<Slab>,
+}
+
+impl ActorTable {
+    /// Reserves a slot for `local_id`; it resolves to nothing until [`fill`](Self::fill).
+    /// `None` when the hints (u32) are exhausted.
+    pub(crate) fn reserve(&self, local_id: u64) -> Option<u32> {
+        let mut s = self.slab.write();
+        s.live += 1;
+        if let Some(hint) = s.free.pop() {
+            s.slots[hint as usize] = Slot {
+                local_id,
+                mbox: None,
+            };
+            return Some(hint);
+        }
+        let hint = u32::try_from(s.slots.len()).ok()?;
+        s.slots.push(Slot {
+            local_id,
+            mbox: None,
+        });
+        Some(hint)
+    }
+
+    /// Makes a reserved slot resolve to `mbox`.
+    pub(crate) fn fill(&self, hint: u32, local_id: u64, mbox: Mbox) {
+        let mut s = self.slab.write();
+        if let Some(slot) = s.slots.get_mut(hint as usize) {
+            if slot.local_id == local_id {
+                slot.mbox = Some(mbox);
+            }
+        }
+    }
+
+    /// Frees the slot of `(hint, local_id)`; false if it holds another actor (or none).
+    pub(crate) fn remove(&self, hint: u32, local_id: u64) -> bool {
+        let mut s = self.slab.write();
+        match s.slots.get_mut(hint as usize) {
+            Some(slot) if slot.local_id == local_id && local_id != 0 => {
+                slot.local_id = 0;
+                let mbox = slot.mbox.take();
+                s.free.push(hint);
+                s.live -= 1;
+                drop(s);
+                drop(mbox);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Runs `f` with the mailbox of `(hint, local_id)`, under the read lock.
+    #[inline]
+    pub(crate) fn with<R>(&self, hint: u32, local_id: u64, f: impl FnOnce(&Mbox) -> R) -> Option<R> {
+        let s = self.slab.read_recursive();
+        match s.slots.get(hint as usize) {
+            Some(Slot {
+                local_id: l,
+                mbox: Some(m),
+            }) if *l == local_id => Some(f(m)),
+            _ => None,
+        }
+    }
+
+    /// The distinct mailboxes of the live actors.
+    pub(crate) fn mailboxes(&self) -> Vec<Mbox> {
+        let s = self.slab.read_recursive();
+        let mut out: Vec<Mbox> = s.slots.iter().filter_map(|x| x.mbox.clone()).collect();
+        out.sort_by_key(|m| m.id());
+        out.dedup_by_key(|m| m.id());
+        out
+    }
+
+    /// Actors in the table (reserved slots included).
+    pub(crate) fn live(&self) -> usize {
+        self.slab.read_recursive().live
+    }
+}

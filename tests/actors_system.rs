@@ -1,0 +1,535 @@
+//! The actor system: ids and the table, bootstrap and become, pass away, register,
+//! same-mailbox children, schedule, Poison, several nodes.
+
+mod actors_support;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::channel;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actors_support::*;
+use agentbox::actors::*;
+use agentbox::{ActorId, ExceptionReaction};
+
+#[test]
+fn registered_ids_have_the_node_the_pool_the_next_local_id_and_the_slot_as_hint() {
+    let w = env();
+    let sys = system(w.environment(), 5);
+    let (tx, _rx) = channel();
+    let a = sys.register(recorder(tx.clone())).unwrap();
+    let b = sys.register(recorder(tx)).unwrap();
+    assert_eq!(a, ActorId::with_pool(5, 0, 100, 0));
+    assert_eq!(b, ActorId::with_pool(5, 0, 101, 1));
+    assert_eq!(sys.route(a), Route::Local(a));
+    // Node 0 means "this node": the same actor.
+    assert_eq!(sys.route(ActorId::new(0, 100, 0)), Route::Local(ActorId::new(0, 100, 0)));
+    w.stop_then_join().unwrap();
+}
+
+#[test]
+fn a_stale_id_never_reaches_the_actor_that_reuses_its_hint() {
+    let w = env();
+    let env = w.environment().clone();
+    let sys = system(&env, 1);
+    let dead = dead_letters(&env, &sys);
+    let (tx, rx) = channel();
+    let old = sys.register(recorder(tx.clone())).unwrap();
+    sys.send(old, Poison);
+    assert_eq!(take(&rx, 1)[0].event_type, EV_POISON);
+    wait_until("the old actor is gone", || !sys.is_registered(old));
+
+    let new = sys.register(recorder(tx)).unwrap();
+    assert_eq!(new.hint(), old.hint(), "the freed slot is reused");
+    assert_eq!(new.local_id(), old.local_id() + 1, "local ids are never reused");
+    sys.send(old, Num(1));
+    sys.send(new, Num(2));
+    let seen = take(&rx, 1);
+    assert_eq!((seen[0].by, seen[0].num), (new, Some(2)));
+    let d = take(&dead, 1);
+    assert_eq!(
+        d[0],
+        DeadLetter {
+            recipient: old,
+            sender: ActorId::EMPTY,
+            event_type: Num::EVENT_TYPE,
+            cookie: 0,
+            reason: DeadLetterReason::ActorUnknown,
+        }
+    );
+    none_left(&rx);
+    w.stop_then_join().unwrap();
+}
+
+#[test]
+fn a_hint_with_another_local_id_or_pool_does_not_resolve() {
+    let w = env();
+    let sys = ActorSystem::start(
+        w.environment(),
+        SystemSetup::new(1)
+            .first_local_id(100)
+            .pool(PoolConfig::new("A"))
+            .pool(PoolConfig::new("B")),
+    )
+    .unwrap();
+    let (tx, _rx) = channel();
+    let a = sys.register(recorder(tx)).unwrap();
+    assert_eq!(sys.route(ActorId::with_pool(1, 0, 999, a.hint())), Route::Unknown);
+    assert_eq!(sys.route(ActorId::with_pool(1, 1, a.local_id(), a.hint())), Route::Unknown);
+    assert_eq!(sys.route(ActorId::with_pool(1, 7, a.local_id(), a.hint())), Route::Unknown);
+    assert_eq!(sys.route(ActorId::EMPTY), Route::Unknown);
+    w.stop_then_join().unwrap();
+}
+
+#[test]
+fn bootstrap_comes_first_with_the_parent_id() {
+    let w = env();
+    let sys = system(w.environment(), 1);
+    let (tx, rx) = channel();
+    let root = sys
+        .register(Scripted::new(|_, _| Handled::Yes).boot(move |_, ctx, parent| {
+            let _ = tx.send(("root", parent, ctx.self_id()));
+            let tx2 = tx.clone();
+            let child = ctx
+                .register(Scripted::new(|_, _| Handled::Yes).boot(move |_, ctx, parent| {
+                    let _ = tx2.send(("child", parent, ctx.self_id()));
+                }))
+                .unwrap();
+            let _ = tx.send(("registered", child, ctx.self_id()));
+        }))
+        .unwrap();
+    let mut got = take(&rx, 3);
+    got.sort_by_key(|g| g.0);
+    assert_eq!(got[2], ("root", ActorId::EMPTY, root));
+    assert_eq!(got[0].1, root, "the child's parent is the registering actor");
+    assert_eq!(got[1].1, got[0].2, "the id register returned is the child's");
+    w.stop_then_join().unwrap();
+}
+
+/// An actor with two states: `A` switches to `B` on its first event.
+struct TwoStates(std::sync::mpsc::Sender<String>);
+impl Actor for TwoStates {
+    fn bootstrap(&mut self, ctx: &mut ActorContext<Self>, _: ActorId) {
+        ctx.become_state(Self::state_a);
+    }
+}
+impl TwoStates {
+    fn state_a(&mut self, ctx: &mut ActorContext<Self>, ev: EventHandle) -> Handled {
+        let n = ev.get::<Num>().map_or(0, |n| n.0);
+        let _ = self.0.send(format!("A:{n}"));
+        ctx.become_state(Self::state_b);
+        assert!(ctx.is_in_state(Self::state_b));
+        Handled::Yes
+    }
+    fn state_b(&mut self, _: &mut ActorContext<Self>, ev: EventHandle) -> Handled {
+        let n = ev.get::<Num>().map_or(0, |n| n.0);
+        let _ = self.0.send(format!("B:{n}"));
+        Handled::Yes
+    }
+}
+
+#[test]
+fn become_sends_the_next_event_to_the_new_state_function() {
+    let w = env();
+    let sys = system(w.environment(), 1);
+    let (tx, rx) = channel();
+    let a = sys.register(TwoStates(tx)).unwrap();
+    for i in 1..=3 {
+        sys.send(a, Num(i));
+    }
+    assert_eq!(take(&rx, 3), ["A:1", "B:2", "B:3"]);
+    w.stop_then_join().unwrap();
+}
+
+#[test]
+fn pass_away_twice_is_a_typed_error_and_the_id_stops_resolving_at_once() {
+    let w = env();
+    let sys = system(w.environment(), 1);
+    let (tx, rx) = channel();
+    let a = sys
+        .register(Scripted::new(move |ctx, _| {
+            let first = ctx.pass_away();
+            let resolves = ctx.system().is_registered(ctx.self_id());
+            let second = ctx.pass_away();
+            let _ = tx.send((first, resolves, second, ctx.has_passed_away()));
+            Handled::Yes
+        }))
+        .unwrap();
+    sys.send(a, Num(1));
+    let (first, resolves, second, passed) = take(&rx, 1).remove(0);
+    assert_eq!(first, Ok(()));
+    assert!(!resolves, "the id stops resolving inside the handler already");
+    assert_eq!(second, Err(PassAwayError::AlreadyPassedAway(a)));
+    assert!(passed);
+    assert!(!sys.is_registered(a));
+    w.stop_then_join().unwrap();
+}
+
+#[test]
+fn sends_from_outside_and_send_with_carry_exact_fields() {
+    let w = env();
+    let sys = system(w.environment(), 1);
+    let (tx, rx) = channel();
+    let r = sys.register(recorder(tx)).unwrap();
+    let someone = ActorId::new(1, 5, 6);
+    sys.send(r, Num(1));
+    let flags = EventFlags::USE_SUB_CHANNEL.with_channel(9);
+    sys.send_with(r, someone, Num(2), flags, 77);
+    let got = take(&rx, 2);
+    assert_eq!((got[0].sender, got[0].cookie, got[0].flags), (ActorId::EMPTY, 0, EventFlags::empty()));
+    assert_eq!((got[1].sender, got[1].cookie, got[1].flags), (someone, 77, flags));
+    assert_eq!((got[1].recipient, got[1].rewrite, got[1].num), (r, r, Some(2)));
+    w.stop_then_join().unwrap();
+}
+
+#[test]
+fn forward_keeps_sender_cookie_and_flags() {
+    let w = env();
+    let sys = system(w.environment(), 1);
+    let (tx, rx) = channel();
+    let target = sys.register(recorder(tx)).unwrap();
+    let fwd = sys
+        .register(Scripted::new(move |ctx, ev| {
+            ctx.forward(ev, target);
+            Handled::Yes
+        }))
+        .unwrap();
+    let origin = ActorId::new(1, 3, 4);
+    let flags = EventFlags::USE_SUB_CHANNEL.with_channel(3);
+    sys.send_with(fwd, origin, Num(8), flags, 9);
+    let got = take(&rx, 1).remove(0);
+    assert_eq!(
+        (got.by, got.recipient, got.sender, got.cookie, got.flags, got.num),
+        (target, target, origin, 9, flags, Some(8))
+    );
+    w.stop_then_join().unwrap();
+}
+
+#[test]
+fn poison_passes_the_actor_away_unless_it_is_handled() {
+    let w = env();
+    let sys = system(w.environment(), 1);
+    let (tx, rx) = channel();
+    let plain = sys.register(recorder(tx.clone())).unwrap();
+    let tx2 = tx.clone();
+    let stubborn = sys
+        .register(Scripted::new(move |ctx, ev| {
+            let _ = tx2.send(Seen::of(ctx.self_id(), &ev));
+            Handled::Yes
+        }))
+        .unwrap();
+    sys.send(plain, Poison);
+    sys.send(stubborn, Poison);
+    let got = take(&rx, 2);
+    assert!(got.iter().all(|s| s.event_type == EV_POISON));
+    wait_until("the plain actor passed away", || !sys.is_registered(plain));
+    assert!(sys.is_registered(stubborn), "a handled Poison does nothing by itself");
+    assert_eq!(sys.stats().dead_letters, 0, "a Poison given back is not a dead letter");
+    w.stop_then_join().unwrap();
+}
+
+#[test]
+fn same_mailbox_children_bootstrap_first_and_never_run_concurrently() {
+    let w = env();
+    let sys = ActorSystem::start(
+        w.environment(),
+        SystemSetup::new(1).pool(PoolConfig::new("User").threads(2)),
+    )
+    .unwrap();
+    let (tx, rx) = channel::<String>();
+    let busy = Arc::new(AtomicUsize::new(0));
+    let overlaps = Arc::new(AtomicUsize::new(0));
+    let (ids_tx, ids_rx) = channel();
+    let work = {
+        let (busy, overlaps) = (busy.clone(), overlaps.clone());
+        move || {
+            if busy.fetch_add(1, Ordering::SeqCst) != 0 {
+                overlaps.fetch_add(1, Ordering::SeqCst);
+            }
+            for _ in 0..100 {
+                std::thread::yield_now();
+            }
+            busy.fetch_sub(1, Ordering::SeqCst);
+        }
+    };
+    let w1 = work.clone();
+    let parent = sys
+        .register(
+            Scripted::new(move |_, _| {
+                w1();
+                Handled::Yes
+            })
+            .boot(move |_, ctx, _| {
+                let mut kids = Vec::new();
+                for k in 0..3 {
+                    let (tx, boot_tx, w2) = (tx.clone(), tx.clone(), work.clone());
+                    let kid = ctx
+                        .register_with_same_mailbox(
+                            Scripted::new(move |_, ev| {
+                                w2();
+                                if ev.is::<Num>() {
+                                    let _ = tx.send(format!("kid{k}:ev"));
+                                }
+                                Handled::Yes
+                            })
+                            .boot(move |_, _, _| {
+                                let _ = boot_tx.send(format!("kid{k}:boot"));
+                            }),
+                        )
+                        .unwrap();
+                    // Sent before the child's bootstrap ran: still handled after it.
+                    ctx.send(kid, Num(0));
+                    kids.push(kid);
+                }
+                let _ = ids_tx.send((ctx.self_id(), kids));
+            }),
+        )
+        .unwrap();
+    let (pid, kids) = ids_rx.recv_timeout(PATIENCE).unwrap();
+    assert_eq!(pid, parent);
+    let mut got = take(&rx, 6);
+    for k in 0..3 {
+        let boot = got.iter().position(|s| *s == format!("kid{k}:boot")).unwrap();
+        let ev = got.iter().position(|s| *s == format!("kid{k}:ev")).unwrap();
+        assert!(boot < ev, "kid{k}: bootstrap first");
+    }
+    got.clear();
+    assert!(kids.iter().all(|k| k.pool_id() == parent.pool_id()));
+    for round in 0..200 {
+        sys.send(parent, Num(round));
+        for &k in &kids {
+            sys.send(k, Num(round));
+        }
+    }
+    take(&rx, 600);
+    assert_eq!(overlaps.load(Ordering::SeqCst), 0);
+    w.stop_then_join().unwrap();
+}
+
+#[test]
+fn a_same_mailbox_child_passing_away_leaves_the_parent_running() {
+    let w = env();
+    let env = w.environment().clone();
+    let sys = system(&env, 1);
+    let dead = dead_letters(&env, &sys);
+    let (tx, rx) = channel();
+    let (ids_tx, ids_rx) = channel();
+    let tx2 = tx.clone();
+    let parent = sys
+        .register(recorder(tx).boot(move |_, ctx, _| {
+            let kid = ctx.register_with_same_mailbox(recorder(tx2)).unwrap();
+            let _ = ids_tx.send(kid);
+        }))
+        .unwrap();
+    let kid = ids_rx.recv_timeout(PATIENCE).unwrap();
+    sys.send(kid, Poison);
+    sys.send(kid, Num(1)); // queued behind the Poison: not delivered
+    sys.send(parent, Num(2));
+    let got = take(&rx, 2);
+    assert_eq!((got[0].by, got[0].event_type), (kid, EV_POISON));
+    assert_eq!((got[1].by, got[1].num), (parent, Some(2)));
+    let d = take(&dead, 1).remove(0);
+    assert_eq!((d.recipient, d.event_type), (kid, Num::EVENT_TYPE));
+    assert!(
+        matches!(d.reason, DeadLetterReason::PassedAway | DeadLetterReason::ActorUnknown),
+        "{d:?}"
+    );
+    assert!(sys.is_registered(parent));
+    assert!(!sys.is_registered(kid));
+    w.stop_then_join().unwrap();
+}
+
+#[test]
+fn schedule_sends_to_self_later_and_a_cancelled_one_never_arrives() {
+    let w = env();
+    let sys = system(w.environment(), 1);
+    let (tx, rx) = channel();
+    let a = sys
+        .register(
+            Scripted::new(move |ctx, ev| {
+                let _ = tx.send((ev.get::<Wakeup>().map(|w| w.tag), ev.sender(), ctx.self_id()));
+                Handled::Yes
+            })
+            .boot(|_, ctx, _| {
+                ctx.schedule(Duration::from_millis(5), Wakeup { tag: 1 });
+                let cancelled = ctx.schedule(Duration::from_millis(5), Wakeup { tag: 2 });
+                assert!(cancelled.is_active());
+                cancelled.cancel();
+                assert!(!cancelled.is_active());
+                ctx.schedule(Duration::from_millis(30), Wakeup { tag: 3 });
+            }),
+        )
+        .unwrap();
+    let got = take(&rx, 2);
+    assert_eq!(got, [(Some(1), a, a), (Some(3), a, a)]);
+    assert_eq!(sys.stats().dead_letters, 0, "a cancelled event is not a dead letter");
+    none_left(&rx);
+    w.stop_then_join().unwrap();
+}
+
+#[test]
+fn register_on_a_named_pool_puts_its_id_in_the_actor_id_for_life() {
+    let w = env();
+    let sys = ActorSystem::start(
+        w.environment(),
+        SystemSetup::new(2)
+            .pool(PoolConfig::new(PoolConfig::SYSTEM))
+            .pool(PoolConfig::new(PoolConfig::BATCH)),
+    )
+    .unwrap();
+    assert_eq!(sys.pool_id("Batch"), Some(1));
+    let (tx, rx) = channel();
+    let tx2 = tx.clone();
+    let a = sys
+        .register_on(
+            "Batch",
+            Scripted::new(move |ctx, _| {
+                let name = std::thread::current().name().unwrap_or("").to_owned();
+                let _ = tx.send((ctx.self_id(), name));
+                Handled::Yes
+            })
+            .boot(move |_, ctx, _| {
+                let child = ctx.register(Scripted::new(|_, _| Handled::Yes)).unwrap();
+                let other = ctx.register_on("System", Scripted::new(|_, _| Handled::Yes)).unwrap();
+                let unknown = ctx.register_on("Nope", Scripted::new(|_, _| Handled::Yes));
+                let _ = tx2.send((child, format!("{}:{:?}", other.pool_id(), unknown.err())));
+            }),
+        )
+        .unwrap();
+    assert_eq!(a.pool_id(), 1);
+    let (child, rest) = rx.recv_timeout(PATIENCE).unwrap();
+    assert_eq!(child.pool_id(), 1, "register keeps the current pool");
+    assert_eq!(rest, "0:Some(UnknownPool(\"Nope\"))");
+    for i in 0..3 {
+        sys.send(a, Num(i));
+    }
+    for (id, thread) in take(&rx, 3) {
+        assert_eq!(id, a);
+        assert_eq!(thread, "node2-Batch");
+    }
+    assert!(matches!(sys.register_on("Nope", Scripted::new(|_, _| Handled::Yes)), Err(RegisterActorError::UnknownPool(_))));
+    w.stop_then_join().unwrap();
+}
+
+#[test]
+fn a_panic_with_the_deregister_reaction_passes_the_actor_away() {
+    let w = env();
+    let env = w.environment().clone();
+    let sys = system(&env, 1);
+    let (tx, rx) = channel();
+    let fragile = sys
+        .register(
+            Scripted::new(|_, ev| {
+                if ev.is::<Num>() {
+                    panic!("boom");
+                }
+                Handled::Yes
+            })
+            .reaction(ExceptionReaction::DeregisterCoop),
+        )
+        .unwrap();
+    let watcher = sys.register(recorder(tx)).unwrap();
+    sys.send(fragile, Num(1));
+    wait_until("the fragile actor is gone", || !sys.is_registered(fragile));
+    sys.send_with(fragile, watcher, Num(2), EventFlags::TRACK_DELIVERY, 5);
+    let got = take(&rx, 1).remove(0);
+    assert_eq!((got.sender, got.cookie), (fragile, 5));
+    assert_eq!(got.undelivered.map(|u| u.reason), Some(UndeliveredReason::ActorUnknown));
+    w.stop_then_join().unwrap();
+}
+
+#[test]
+fn five_systems_live_in_one_process_each_with_its_own_ids_and_services() {
+    let w = env();
+    let env = w.environment().clone();
+    let echo = ActorId::service(0, b"echo").unwrap();
+    let (tx, rx) = channel();
+    let systems: Vec<ActorSystem> = (1..=5)
+        .map(|node| {
+            let tx = tx.clone();
+            ActorSystem::start(
+                &env,
+                SystemSetup::new(node)
+                    .first_local_id(100)
+                    .local_service(echo, "User", recorder(tx)),
+            )
+            .unwrap()
+        })
+        .collect();
+    for (i, s) in systems.iter().enumerate() {
+        let svc = s.lookup_local_service(echo).unwrap();
+        assert_eq!((svc.node_id(), svc.local_id()), (i as u32 + 1, 100));
+        s.send(echo, Num(i as u64));
+    }
+    let mut got = take(&rx, 5);
+    got.sort_by_key(|s| s.num);
+    for (i, s) in got.iter().enumerate() {
+        assert_eq!(s.by.node_id(), i as u32 + 1);
+        assert_eq!((s.recipient, s.rewrite), (echo, systems[i].lookup_local_service(echo).unwrap()));
+    }
+    // Another environment may host the same node ids again.
+    let w2 = agentbox::WrappedEnv::new(|_| {}).unwrap();
+    let again = system(w2.environment(), 1);
+    assert_eq!(again.node_id(), 1);
+    w2.stop_then_join().unwrap();
+    w.stop_then_join().unwrap();
+}
+
+#[test]
+fn setup_errors_are_typed() {
+    let w = env();
+    let env = w.environment();
+    assert!(matches!(ActorSystem::start(env, SystemSetup::new(0)), Err(SystemError::InvalidNodeId(0))));
+    assert!(matches!(
+        ActorSystem::start(env, SystemSetup::new(1 << 20)),
+        Err(SystemError::InvalidNodeId(_))
+    ));
+    assert!(matches!(
+        ActorSystem::start(env, SystemSetup::new(1).pool(PoolConfig::new("A")).pool(PoolConfig::new("A"))),
+        Err(SystemError::DuplicatePool(p)) if p == "A"
+    ));
+    assert!(matches!(
+        ActorSystem::start(env, SystemSetup::new(1).pool(PoolConfig::new("A").threads(0))),
+        Err(SystemError::Pool { .. })
+    ));
+    let not_svc = ActorId::new(0, 1, 1);
+    assert!(matches!(
+        ActorSystem::start(env, SystemSetup::new(1).local_service(not_svc, "User", Scripted::new(|_, _| Handled::Yes))),
+        Err(SystemError::Service(ServiceError::NotAService(_)))
+    ));
+    w.stop_then_join().unwrap();
+}
+
+#[test]
+fn stop_ends_every_actor_and_refuses_registration() {
+    let w = env();
+    let env = w.environment().clone();
+    let sys = system(&env, 1);
+    let (tx, _rx) = channel();
+    let ids: Vec<ActorId> = (0..4).map(|_| sys.register(recorder(tx.clone())).unwrap()).collect();
+    sys.stop();
+    assert!(sys.is_stopping());
+    assert!(matches!(sys.register(recorder(tx)), Err(RegisterActorError::ShuttingDown)));
+    wait_until("every actor is gone", || ids.iter().all(|&id| !sys.is_registered(id)));
+    wait_until("every coop is gone", || env.coop_count() == 0);
+    w.stop_then_join().unwrap();
+}
+
+#[test]
+fn the_environment_shuts_down_by_itself_once_every_actor_passed_away() {
+    let done = Arc::new(AtomicUsize::new(0));
+    let d = done.clone();
+    agentbox::Environment::launch(move |env| {
+        let sys = system(env, 1);
+        for _ in 0..3 {
+            let d = d.clone();
+            sys.register(Scripted::new(|_, _| Handled::Yes).boot(move |_, ctx, _| {
+                d.fetch_add(1, Ordering::SeqCst);
+                ctx.pass_away().unwrap();
+            }))
+            .unwrap();
+        }
+    })
+    .unwrap();
+    assert_eq!(done.load(Ordering::SeqCst), 3);
+}

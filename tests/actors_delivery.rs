@@ -67,7 +67,10 @@ fn forward_on_nondelivery_goes_to_the_target_with_its_flags_cleared() {
         .forward_on_nondelivery(target);
     sys.send_handle(h);
     let got = take(&rx, 1).remove(0);
-    assert_eq!((got.by, got.recipient, got.sender, got.cookie, got.num), (target, target, origin, 3, Some(3)));
+    assert_eq!(
+        (got.by, got.recipient, got.sender, got.cookie, got.num),
+        (target, target, origin, 3, Some(3))
+    );
     assert_eq!(got.flags, EventFlags::TRACK_DELIVERY.with_channel(2));
     let st = sys.stats();
     assert_eq!((st.dead_letters, st.undelivered, st.forwarded), (0, 0, 1));
@@ -89,7 +92,10 @@ fn a_forward_target_that_is_gone_too_falls_back_to_track_delivery() {
         .forward_on_nondelivery(gone);
     sys.send_handle(h);
     let got = take(&rx, 1).remove(0);
-    assert_eq!((got.sender, got.cookie, got.event_type), (gone, 11, EV_UNDELIVERED));
+    assert_eq!(
+        (got.sender, got.cookie, got.event_type),
+        (gone, 11, EV_UNDELIVERED)
+    );
     assert_eq!(take(&dead, 1)[0].recipient, gone);
     let st = sys.stats();
     assert_eq!((st.dead_letters, st.undelivered, st.forwarded), (1, 1, 1));
@@ -102,7 +108,13 @@ fn an_untracked_event_to_an_unknown_id_is_a_dead_letter_and_nothing_panics() {
     let env = w.environment().clone();
     let sys = system(&env, 1);
     let dead = dead_letters(&env, &sys);
-    sys.send_with(NOBODY, ActorId::new(1, 2, 3), Num(5), EventFlags::empty(), 6);
+    sys.send_with(
+        NOBODY,
+        ActorId::new(1, 2, 3),
+        Num(5),
+        EventFlags::empty(),
+        6,
+    );
     sys.send(ActorId::EMPTY, Num(6));
     let d = take(&dead, 2);
     assert_eq!(
@@ -115,7 +127,10 @@ fn an_untracked_event_to_an_unknown_id_is_a_dead_letter_and_nothing_panics() {
             reason: DeadLetterReason::ActorUnknown,
         }
     );
-    assert_eq!((d[1].recipient, d[1].reason), (ActorId::EMPTY, DeadLetterReason::ActorUnknown));
+    assert_eq!(
+        (d[1].recipient, d[1].reason),
+        (ActorId::EMPTY, DeadLetterReason::ActorUnknown)
+    );
     assert_eq!(sys.stats().dead_letters, 2);
     w.stop_then_join().unwrap();
 }
@@ -164,20 +179,36 @@ fn queued_events_get_the_treatment(shared: bool) {
     held_rx.recv_timeout(PATIENCE).unwrap();
     // Queued behind the Hold: 5 tracked, 3 plain, 1 forwarded on non-delivery.
     for i in 1..=5 {
-        sys.send_with(victim, s, Num(i), EventFlags::TRACK_DELIVERY.with_channel(1), i);
+        sys.send_with(
+            victim,
+            s,
+            Num(i),
+            EventFlags::TRACK_DELIVERY.with_channel(1),
+            i,
+        );
     }
     for i in 6..=8 {
         sys.send_with(victim, s, Num(i), EventFlags::empty(), i);
     }
-    sys.send_handle(EventHandle::new(victim, s, Num(9)).with_cookie(9).forward_on_nondelivery(r));
+    sys.send_handle(
+        EventHandle::new(victim, s, Num(9))
+            .with_cookie(9)
+            .forward_on_nondelivery(r),
+    );
     go_tx.send(()).unwrap();
 
     let back = take(&rx, 5);
     for (i, b) in back.iter().enumerate() {
         let i = i as u64 + 1;
-        assert_eq!((b.event_type, b.sender, b.recipient, b.cookie), (EV_UNDELIVERED, victim, s, i));
+        assert_eq!(
+            (b.event_type, b.sender, b.recipient, b.cookie),
+            (EV_UNDELIVERED, victim, s, i)
+        );
         assert_eq!(b.flags, EventFlags::empty().with_channel(1));
-        assert_eq!(b.undelivered.map(|u| (u.source_type, u.reason)), Some((Num::EVENT_TYPE, UndeliveredReason::ActorUnknown)));
+        assert_eq!(
+            b.undelivered.map(|u| (u.source_type, u.reason)),
+            Some((Num::EVENT_TYPE, UndeliveredReason::ActorUnknown))
+        );
     }
     let f = take(&fwd_rx, 1).remove(0);
     assert_eq!((f.by, f.sender, f.cookie, f.num), (r, s, 9, Some(9)));
@@ -237,15 +268,33 @@ fn a_remote_recipient_without_an_interconnect_is_disconnected() {
     let (tx, rx) = channel();
     let s = sys.register(recorder(tx)).unwrap();
     let remote = ActorId::new(9, 1, 1);
-    assert_eq!(sys.route(remote), Route::Remote { node_id: 9, proxy: None });
+    assert_eq!(
+        sys.route(remote),
+        Route::Remote {
+            node_id: 9,
+            proxy: None
+        }
+    );
     let remote_svc = ActorId::service(9, b"svc").unwrap();
-    assert_eq!(sys.route(remote_svc), Route::Remote { node_id: 9, proxy: None });
+    assert_eq!(
+        sys.route(remote_svc),
+        Route::Remote {
+            node_id: 9,
+            proxy: None
+        }
+    );
     sys.send_with(remote, s, Num(1), EventFlags::TRACK_DELIVERY, 12);
     let got = take(&rx, 1).remove(0);
     assert_eq!((got.sender, got.cookie), (remote, 12));
-    assert_eq!(got.undelivered.map(|u| u.reason), Some(UndeliveredReason::Disconnected));
+    assert_eq!(
+        got.undelivered.map(|u| u.reason),
+        Some(UndeliveredReason::Disconnected)
+    );
     let d = take(&dead, 1).remove(0);
-    assert_eq!((d.recipient, d.reason), (remote, DeadLetterReason::Disconnected));
+    assert_eq!(
+        (d.recipient, d.reason),
+        (remote, DeadLetterReason::Disconnected)
+    );
     w.stop_then_join().unwrap();
 }
 
@@ -256,12 +305,30 @@ fn a_remote_recipient_goes_to_the_interconnect_proxy_service_of_its_node() {
     let sys = system(&env, 1);
     let (tx, rx) = channel();
     let proxy = sys.register(recorder(tx)).unwrap();
-    assert_eq!(sys.register_local_service(ActorId::interconnect_proxy(9), proxy), Ok(None));
+    assert_eq!(
+        sys.register_local_service(ActorId::interconnect_proxy(9), proxy),
+        Ok(None)
+    );
     let remote = ActorId::new(9, 1, 1);
-    assert_eq!(sys.route(remote), Route::Remote { node_id: 9, proxy: Some(proxy) });
-    sys.send_with(remote, ActorId::new(1, 5, 5), Num(1), EventFlags::TRACK_DELIVERY, 3);
+    assert_eq!(
+        sys.route(remote),
+        Route::Remote {
+            node_id: 9,
+            proxy: Some(proxy)
+        }
+    );
+    sys.send_with(
+        remote,
+        ActorId::new(1, 5, 5),
+        Num(1),
+        EventFlags::TRACK_DELIVERY,
+        3,
+    );
     let got = take(&rx, 1).remove(0);
-    assert_eq!((got.by, got.recipient, got.rewrite, got.cookie), (proxy, remote, proxy, 3));
+    assert_eq!(
+        (got.by, got.recipient, got.rewrite, got.cookie),
+        (proxy, remote, proxy, 3)
+    );
     assert_eq!(sys.stats().dead_letters, 0);
     w.stop_then_join().unwrap();
 }
@@ -279,7 +346,11 @@ fn local_services_register_look_up_replace_and_clear_by_all_sixteen_bytes() {
     let own = ActorId::service(4, b"echo").unwrap();
     assert_eq!(sys.register_local_service(local, a), Ok(None));
     assert_eq!(sys.lookup_local_service(local), Some(a));
-    assert_eq!(sys.lookup_local_service(own), None, "node is part of the key");
+    assert_eq!(
+        sys.lookup_local_service(own),
+        None,
+        "node is part of the key"
+    );
     assert_eq!(sys.route(local), Route::Local(a));
 
     sys.send(local, Num(1));
@@ -287,7 +358,10 @@ fn local_services_register_look_up_replace_and_clear_by_all_sixteen_bytes() {
     assert_eq!((got.by, got.recipient, got.rewrite), (a, local, a));
     sys.send(own, Num(2));
     let d = take(&dead, 1).remove(0);
-    assert_eq!((d.recipient, d.reason), (own, DeadLetterReason::ActorUnknown));
+    assert_eq!(
+        (d.recipient, d.reason),
+        (own, DeadLetterReason::ActorUnknown)
+    );
 
     assert_eq!(sys.register_local_service(local, b), Ok(Some(a)), "replace");
     sys.send(local, Num(3));
@@ -298,8 +372,14 @@ fn local_services_register_look_up_replace_and_clear_by_all_sixteen_bytes() {
     sys.send(local, Num(4));
     assert_eq!(take(&dead, 1)[0].recipient, local);
 
-    assert_eq!(sys.register_local_service(a, b), Err(ServiceError::NotAService(a)));
-    assert_eq!(sys.register_local_service(local, own), Err(ServiceError::BadTarget(own)));
+    assert_eq!(
+        sys.register_local_service(a, b),
+        Err(ServiceError::NotAService(a))
+    );
+    assert_eq!(
+        sys.register_local_service(local, own),
+        Err(ServiceError::BadTarget(own))
+    );
     assert_eq!(
         sys.register_local_service(local, ActorId::EMPTY),
         Err(ServiceError::BadTarget(ActorId::EMPTY))
@@ -323,7 +403,10 @@ fn a_service_whose_actor_is_gone_does_not_deliver() {
     assert_eq!(sys.route(svc), Route::Unknown);
     sys.send(svc, Num(1));
     let d = take(&dead, 1).remove(0);
-    assert_eq!((d.recipient, d.reason), (svc, DeadLetterReason::ActorUnknown));
+    assert_eq!(
+        (d.recipient, d.reason),
+        (svc, DeadLetterReason::ActorUnknown)
+    );
     w.stop_then_join().unwrap();
 }
 
@@ -363,9 +446,10 @@ impl Agent for StatsProbe {
                 a.batch.push(q.clone());
             }
         })?;
-        ctx.subscribe(&m).event(|a: &mut Self, _, _: &StatsFinished| {
-            let _ = a.tx.send(std::mem::take(&mut a.batch));
-        })?;
+        ctx.subscribe(&m)
+            .event(|a: &mut Self, _, _: &StatsFinished| {
+                let _ = a.tx.send(std::mem::take(&mut a.batch));
+            })?;
         Ok(())
     }
 }
@@ -380,10 +464,15 @@ fn dead_letters_and_pool_figures_reach_the_stats_controller() {
     for _ in 0..3 {
         sys.send(NOBODY, Num(0));
     }
-    wait_until("the bootstrap ran", || sys.pool_stats(0).unwrap().events_handled == 1);
+    wait_until("the bootstrap ran", || {
+        sys.pool_stats(0).unwrap().events_handled == 1
+    });
     let (qtx, qrx) = channel();
     env.introduce_coop(|c| {
-        c.add_agent(StatsProbe { tx: qtx, batch: Vec::new() });
+        c.add_agent(StatsProbe {
+            tx: qtx,
+            batch: Vec::new(),
+        });
     })
     .unwrap();
     let stats = env.stats_controller();
@@ -391,11 +480,20 @@ fn dead_letters_and_pool_figures_reach_the_stats_controller() {
     stats.turn_on();
     let batch = qrx.recv_timeout(PATIENCE).unwrap();
     stats.turn_off();
-    let value = |p: &str, s: &str| batch.iter().find(|q| q.prefix == p && q.suffix == s).map(|q| q.value);
+    let value = |p: &str, s: &str| {
+        batch
+            .iter()
+            .find(|q| q.prefix == p && q.suffix == s)
+            .map(|q| q.value)
+    };
     assert_eq!(value("ydb/node1", "dead_letters.count"), Some(3));
     assert_eq!(value("ydb/node1", "undelivered.count"), Some(0));
     assert_eq!(value("ydb/node1/pool/User", "actor.count"), Some(1));
     assert_eq!(value("ydb/node1/pool/User", "threads.count"), Some(1));
-    assert_eq!(value("ydb/node1/pool/User", "events.handled"), Some(1), "the bootstrap");
+    assert_eq!(
+        value("ydb/node1/pool/User", "events.handled"),
+        Some(1),
+        "the bootstrap"
+    );
     w.stop_then_join().unwrap();
 }

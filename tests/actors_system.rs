@@ -23,7 +23,10 @@ fn registered_ids_have_the_node_the_pool_the_next_local_id_and_the_slot_as_hint(
     assert_eq!(b, ActorId::with_pool(5, 0, 101, 1));
     assert_eq!(sys.route(a), Route::Local(a));
     // Node 0 means "this node": the same actor.
-    assert_eq!(sys.route(ActorId::new(0, 100, 0)), Route::Local(ActorId::new(0, 100, 0)));
+    assert_eq!(
+        sys.route(ActorId::new(0, 100, 0)),
+        Route::Local(ActorId::new(0, 100, 0))
+    );
     w.stop_then_join().unwrap();
 }
 
@@ -41,7 +44,11 @@ fn a_stale_id_never_reaches_the_actor_that_reuses_its_hint() {
 
     let new = sys.register(recorder(tx)).unwrap();
     assert_eq!(new.hint(), old.hint(), "the freed slot is reused");
-    assert_eq!(new.local_id(), old.local_id() + 1, "local ids are never reused");
+    assert_eq!(
+        new.local_id(),
+        old.local_id() + 1,
+        "local ids are never reused"
+    );
     sys.send(old, Num(1));
     sys.send(new, Num(2));
     let seen = take(&rx, 1);
@@ -74,9 +81,18 @@ fn a_hint_with_another_local_id_or_pool_does_not_resolve() {
     .unwrap();
     let (tx, _rx) = channel();
     let a = sys.register(recorder(tx)).unwrap();
-    assert_eq!(sys.route(ActorId::with_pool(1, 0, 999, a.hint())), Route::Unknown);
-    assert_eq!(sys.route(ActorId::with_pool(1, 1, a.local_id(), a.hint())), Route::Unknown);
-    assert_eq!(sys.route(ActorId::with_pool(1, 7, a.local_id(), a.hint())), Route::Unknown);
+    assert_eq!(
+        sys.route(ActorId::with_pool(1, 0, 999, a.hint())),
+        Route::Unknown
+    );
+    assert_eq!(
+        sys.route(ActorId::with_pool(1, 1, a.local_id(), a.hint())),
+        Route::Unknown
+    );
+    assert_eq!(
+        sys.route(ActorId::with_pool(1, 7, a.local_id(), a.hint())),
+        Route::Unknown
+    );
     assert_eq!(sys.route(ActorId::EMPTY), Route::Unknown);
     w.stop_then_join().unwrap();
 }
@@ -87,22 +103,32 @@ fn bootstrap_comes_first_with_the_parent_id() {
     let sys = system(w.environment(), 1);
     let (tx, rx) = channel();
     let root = sys
-        .register(Scripted::new(|_, _| Handled::Yes).boot(move |_, ctx, parent| {
-            let _ = tx.send(("root", parent, ctx.self_id()));
-            let tx2 = tx.clone();
-            let child = ctx
-                .register(Scripted::new(|_, _| Handled::Yes).boot(move |_, ctx, parent| {
-                    let _ = tx2.send(("child", parent, ctx.self_id()));
-                }))
-                .unwrap();
-            let _ = tx.send(("registered", child, ctx.self_id()));
-        }))
+        .register(
+            Scripted::new(|_, _| Handled::Yes).boot(move |_, ctx, parent| {
+                let _ = tx.send(("root", parent, ctx.self_id()));
+                let tx2 = tx.clone();
+                let child = ctx
+                    .register(
+                        Scripted::new(|_, _| Handled::Yes).boot(move |_, ctx, parent| {
+                            let _ = tx2.send(("child", parent, ctx.self_id()));
+                        }),
+                    )
+                    .unwrap();
+                let _ = tx.send(("registered", child, ctx.self_id()));
+            }),
+        )
         .unwrap();
     let mut got = take(&rx, 3);
     got.sort_by_key(|g| g.0);
     assert_eq!(got[2], ("root", ActorId::EMPTY, root));
-    assert_eq!(got[0].1, root, "the child's parent is the registering actor");
-    assert_eq!(got[1].1, got[0].2, "the id register returned is the child's");
+    assert_eq!(
+        got[0].1, root,
+        "the child's parent is the registering actor"
+    );
+    assert_eq!(
+        got[1].1, got[0].2,
+        "the id register returned is the child's"
+    );
     w.stop_then_join().unwrap();
 }
 
@@ -158,7 +184,10 @@ fn pass_away_twice_is_a_typed_error_and_the_id_stops_resolving_at_once() {
     sys.send(a, Num(1));
     let (first, resolves, second, passed) = take(&rx, 1).remove(0);
     assert_eq!(first, Ok(()));
-    assert!(!resolves, "the id stops resolving inside the handler already");
+    assert!(
+        !resolves,
+        "the id stops resolving inside the handler already"
+    );
     assert_eq!(second, Err(PassAwayError::AlreadyPassedAway(a)));
     assert!(passed);
     assert!(!sys.is_registered(a));
@@ -176,9 +205,18 @@ fn sends_from_outside_and_send_with_carry_exact_fields() {
     let flags = EventFlags::USE_SUB_CHANNEL.with_channel(9);
     sys.send_with(r, someone, Num(2), flags, 77);
     let got = take(&rx, 2);
-    assert_eq!((got[0].sender, got[0].cookie, got[0].flags), (ActorId::EMPTY, 0, EventFlags::empty()));
-    assert_eq!((got[1].sender, got[1].cookie, got[1].flags), (someone, 77, flags));
-    assert_eq!((got[1].recipient, got[1].rewrite, got[1].num), (r, r, Some(2)));
+    assert_eq!(
+        (got[0].sender, got[0].cookie, got[0].flags),
+        (ActorId::EMPTY, 0, EventFlags::empty())
+    );
+    assert_eq!(
+        (got[1].sender, got[1].cookie, got[1].flags),
+        (someone, 77, flags)
+    );
+    assert_eq!(
+        (got[1].recipient, got[1].rewrite, got[1].num),
+        (r, r, Some(2))
+    );
     w.stop_then_join().unwrap();
 }
 
@@ -199,7 +237,14 @@ fn forward_keeps_sender_cookie_and_flags() {
     sys.send_with(fwd, origin, Num(8), flags, 9);
     let got = take(&rx, 1).remove(0);
     assert_eq!(
-        (got.by, got.recipient, got.sender, got.cookie, got.flags, got.num),
+        (
+            got.by,
+            got.recipient,
+            got.sender,
+            got.cookie,
+            got.flags,
+            got.num
+        ),
         (target, target, origin, 9, flags, Some(8))
     );
     w.stop_then_join().unwrap();
@@ -223,8 +268,15 @@ fn poison_passes_the_actor_away_unless_it_is_handled() {
     let got = take(&rx, 2);
     assert!(got.iter().all(|s| s.event_type == EV_POISON));
     wait_until("the plain actor passed away", || !sys.is_registered(plain));
-    assert!(sys.is_registered(stubborn), "a handled Poison does nothing by itself");
-    assert_eq!(sys.stats().dead_letters, 0, "a Poison given back is not a dead letter");
+    assert!(
+        sys.is_registered(stubborn),
+        "a handled Poison does nothing by itself"
+    );
+    assert_eq!(
+        sys.stats().dead_letters,
+        0,
+        "a Poison given back is not a dead letter"
+    );
     w.stop_then_join().unwrap();
 }
 
@@ -289,7 +341,10 @@ fn same_mailbox_children_bootstrap_first_and_never_run_concurrently() {
     assert_eq!(pid, parent);
     let mut got = take(&rx, 6);
     for k in 0..3 {
-        let boot = got.iter().position(|s| *s == format!("kid{k}:boot")).unwrap();
+        let boot = got
+            .iter()
+            .position(|s| *s == format!("kid{k}:boot"))
+            .unwrap();
         let ev = got.iter().position(|s| *s == format!("kid{k}:ev")).unwrap();
         assert!(boot < ev, "kid{k}: bootstrap first");
     }
@@ -331,7 +386,10 @@ fn a_same_mailbox_child_passing_away_leaves_the_parent_running() {
     let d = take(&dead, 1).remove(0);
     assert_eq!((d.recipient, d.event_type), (kid, Num::EVENT_TYPE));
     assert!(
-        matches!(d.reason, DeadLetterReason::PassedAway | DeadLetterReason::ActorUnknown),
+        matches!(
+            d.reason,
+            DeadLetterReason::PassedAway | DeadLetterReason::ActorUnknown
+        ),
         "{d:?}"
     );
     assert!(sys.is_registered(parent));
@@ -347,7 +405,11 @@ fn schedule_sends_to_self_later_and_a_cancelled_one_never_arrives() {
     let a = sys
         .register(
             Scripted::new(move |ctx, ev| {
-                let _ = tx.send((ev.get::<Wakeup>().map(|w| w.tag), ev.sender(), ctx.self_id()));
+                let _ = tx.send((
+                    ev.get::<Wakeup>().map(|w| w.tag),
+                    ev.sender(),
+                    ctx.self_id(),
+                ));
                 Handled::Yes
             })
             .boot(|_, ctx, _| {
@@ -362,7 +424,11 @@ fn schedule_sends_to_self_later_and_a_cancelled_one_never_arrives() {
         .unwrap();
     let got = take(&rx, 2);
     assert_eq!(got, [(Some(1), a, a), (Some(3), a, a)]);
-    assert_eq!(sys.stats().dead_letters, 0, "a cancelled event is not a dead letter");
+    assert_eq!(
+        sys.stats().dead_letters,
+        0,
+        "a cancelled event is not a dead letter"
+    );
     none_left(&rx);
     w.stop_then_join().unwrap();
 }
@@ -390,7 +456,9 @@ fn register_on_a_named_pool_puts_its_id_in_the_actor_id_for_life() {
             })
             .boot(move |_, ctx, _| {
                 let child = ctx.register(Scripted::new(|_, _| Handled::Yes)).unwrap();
-                let other = ctx.register_on("System", Scripted::new(|_, _| Handled::Yes)).unwrap();
+                let other = ctx
+                    .register_on("System", Scripted::new(|_, _| Handled::Yes))
+                    .unwrap();
                 let unknown = ctx.register_on("Nope", Scripted::new(|_, _| Handled::Yes));
                 let _ = tx2.send((child, format!("{}:{:?}", other.pool_id(), unknown.err())));
             }),
@@ -407,7 +475,10 @@ fn register_on_a_named_pool_puts_its_id_in_the_actor_id_for_life() {
         assert_eq!(id, a);
         assert_eq!(thread, "node2-Batch");
     }
-    assert!(matches!(sys.register_on("Nope", Scripted::new(|_, _| Handled::Yes)), Err(RegisterActorError::UnknownPool(_))));
+    assert!(matches!(
+        sys.register_on("Nope", Scripted::new(|_, _| Handled::Yes)),
+        Err(RegisterActorError::UnknownPool(_))
+    ));
     w.stop_then_join().unwrap();
 }
 
@@ -434,7 +505,10 @@ fn a_panic_with_the_deregister_reaction_passes_the_actor_away() {
     sys.send_with(fragile, watcher, Num(2), EventFlags::TRACK_DELIVERY, 5);
     let got = take(&rx, 1).remove(0);
     assert_eq!((got.sender, got.cookie), (fragile, 5));
-    assert_eq!(got.undelivered.map(|u| u.reason), Some(UndeliveredReason::ActorUnknown));
+    assert_eq!(
+        got.undelivered.map(|u| u.reason),
+        Some(UndeliveredReason::ActorUnknown)
+    );
     w.stop_then_join().unwrap();
 }
 
@@ -449,9 +523,11 @@ fn five_systems_live_in_one_process_each_with_its_own_ids_and_services() {
             let tx = tx.clone();
             ActorSystem::start(
                 &env,
-                SystemSetup::new(node)
-                    .first_local_id(100)
-                    .local_service(echo, "User", recorder(tx)),
+                SystemSetup::new(node).first_local_id(100).local_service(
+                    echo,
+                    "User",
+                    recorder(tx),
+                ),
             )
             .unwrap()
         })
@@ -465,7 +541,10 @@ fn five_systems_live_in_one_process_each_with_its_own_ids_and_services() {
     got.sort_by_key(|s| s.num);
     for (i, s) in got.iter().enumerate() {
         assert_eq!(s.by.node_id(), i as u32 + 1);
-        assert_eq!((s.recipient, s.rewrite), (echo, systems[i].lookup_local_service(echo).unwrap()));
+        assert_eq!(
+            (s.recipient, s.rewrite),
+            (echo, systems[i].lookup_local_service(echo).unwrap())
+        );
     }
     // Another environment may host the same node ids again.
     let w2 = agentbox::WrappedEnv::new(|_| {}).unwrap();
@@ -479,7 +558,10 @@ fn five_systems_live_in_one_process_each_with_its_own_ids_and_services() {
 fn setup_errors_are_typed() {
     let w = env();
     let env = w.environment();
-    assert!(matches!(ActorSystem::start(env, SystemSetup::new(0)), Err(SystemError::InvalidNodeId(0))));
+    assert!(matches!(
+        ActorSystem::start(env, SystemSetup::new(0)),
+        Err(SystemError::InvalidNodeId(0))
+    ));
     assert!(matches!(
         ActorSystem::start(env, SystemSetup::new(1 << 20)),
         Err(SystemError::InvalidNodeId(_))
@@ -489,12 +571,18 @@ fn setup_errors_are_typed() {
         Err(SystemError::DuplicatePool(p)) if p == "A"
     ));
     assert!(matches!(
-        ActorSystem::start(env, SystemSetup::new(1).pool(PoolConfig::new("A").threads(0))),
+        ActorSystem::start(
+            env,
+            SystemSetup::new(1).pool(PoolConfig::new("A").threads(0))
+        ),
         Err(SystemError::Pool { .. })
     ));
     let not_svc = ActorId::new(0, 1, 1);
     assert!(matches!(
-        ActorSystem::start(env, SystemSetup::new(1).local_service(not_svc, "User", Scripted::new(|_, _| Handled::Yes))),
+        ActorSystem::start(
+            env,
+            SystemSetup::new(1).local_service(not_svc, "User", Scripted::new(|_, _| Handled::Yes))
+        ),
         Err(SystemError::Service(ServiceError::NotAService(_)))
     ));
     w.stop_then_join().unwrap();
@@ -506,11 +594,18 @@ fn stop_ends_every_actor_and_refuses_registration() {
     let env = w.environment().clone();
     let sys = system(&env, 1);
     let (tx, _rx) = channel();
-    let ids: Vec<ActorId> = (0..4).map(|_| sys.register(recorder(tx.clone())).unwrap()).collect();
+    let ids: Vec<ActorId> = (0..4)
+        .map(|_| sys.register(recorder(tx.clone())).unwrap())
+        .collect();
     sys.stop();
     assert!(sys.is_stopping());
-    assert!(matches!(sys.register(recorder(tx)), Err(RegisterActorError::ShuttingDown)));
-    wait_until("every actor is gone", || ids.iter().all(|&id| !sys.is_registered(id)));
+    assert!(matches!(
+        sys.register(recorder(tx)),
+        Err(RegisterActorError::ShuttingDown)
+    ));
+    wait_until("every actor is gone", || {
+        ids.iter().all(|&id| !sys.is_registered(id))
+    });
     wait_until("every coop is gone", || env.coop_count() == 0);
     w.stop_then_join().unwrap();
 }

@@ -134,7 +134,8 @@ impl ScheduleHandle {
 
     /// Whether the event may still be delivered: not cancelled, and not yet fired.
     pub fn is_active(&self) -> bool {
-        !self.cancelled.load(Ordering::Acquire) && self.timer.as_ref().is_some_and(|t| t.is_active())
+        !self.cancelled.load(Ordering::Acquire)
+            && self.timer.as_ref().is_some_and(|t| t.is_active())
     }
 }
 
@@ -206,7 +207,13 @@ impl<A: Actor> ActorContext<A> {
 
     /// Sends `event` with `flags` (and channel) and `cookie`.
     #[inline]
-    pub fn send_with<E: Event>(&self, recipient: ActorId, event: E, flags: EventFlags, cookie: u64) {
+    pub fn send_with<E: Event>(
+        &self,
+        recipient: ActorId,
+        event: E,
+        flags: EventFlags,
+        cookie: u64,
+    ) {
         self.sys.send(
             EventHandle::new(recipient, self.self_id, event)
                 .with_flags(flags)
@@ -255,7 +262,11 @@ impl<A: Actor> ActorContext<A> {
     /// # Errors
     ///
     /// [`RegisterActorError::UnknownPool`], or as [`register`](Self::register).
-    pub fn register_on<B: Actor>(&self, pool: &str, actor: B) -> Result<ActorId, RegisterActorError> {
+    pub fn register_on<B: Actor>(
+        &self,
+        pool: &str,
+        actor: B,
+    ) -> Result<ActorId, RegisterActorError> {
         let pool = self.sys.pool_id(pool)?;
         self.sys.register(pool, actor, self.self_id)
     }
@@ -275,9 +286,9 @@ impl<A: Actor> ActorContext<A> {
         let Some(mailbox) = self.mailbox.clone() else {
             return Err(RegisterActorError::ShuttingDown);
         };
-        let child = self
-            .sys
-            .host_in_mailbox(self.self_id.pool_id(), actor, self.self_id, mailbox)?;
+        let child =
+            self.sys
+                .host_in_mailbox(self.self_id.pool_id(), actor, self.self_id, mailbox)?;
         let id = child.id();
         self.children.push(child);
         Ok(id)

@@ -221,14 +221,14 @@ impl MailboxAgent {
         for child in children {
             self.actors.push(child);
             let last = self.actors.len() - 1;
-            self.bootstrap(ctx, last);
+            self.bootstrap(last);
         }
         if self.actors.is_empty() {
             ctx.deregister_coop(DeregReason::Normal);
         }
     }
 
-    fn bootstrap(&mut self, ctx: &mut Context<Self>, i: usize) {
+    fn bootstrap(&mut self, i: usize) {
         let pool = self.sys.pool(self.pool);
         pool.handled.fetch_add(1, Ordering::Relaxed);
         let start = pool.activity.then(Instant::now);
@@ -246,7 +246,7 @@ impl MailboxAgent {
         for child in children {
             self.actors.push(child);
             let last = self.actors.len() - 1;
-            self.bootstrap(ctx, last);
+            self.bootstrap(last);
         }
     }
 }
@@ -276,7 +276,7 @@ impl Agent for MailboxAgent {
     }
 
     fn on_start(&mut self, ctx: &mut Context<Self>) {
-        self.bootstrap(ctx, 0);
+        self.bootstrap(0);
         if self.actors.is_empty() {
             ctx.deregister_coop(DeregReason::Normal);
         }

@@ -46,8 +46,8 @@ pub use event::{
     EV_UNSUBSCRIBE, EV_WAKEUP,
 };
 pub use flags::{ChannelOutOfRange, EventFlags};
-pub use id::{ActorId, ActorIdError, OrderedActorId};
 pub use handle::{EventHandle, Handled};
+pub use id::{ActorId, ActorIdError, OrderedActorId};
 pub use parse::{ActorIdField, ParseActorIdError};
 pub use pools::{PoolConfig, PoolStats};
 pub use routing::Route;

@@ -59,7 +59,11 @@ impl SystemInner {
             id
         };
         match self.pools.get(target.pool_id() as usize) {
-            Some(p) if p.table.with(target.hint(), target.local_id(), |_| ()).is_some() => {
+            Some(p)
+                if p.table
+                    .with(target.hint(), target.local_id(), |_| ())
+                    .is_some() =>
+            {
                 Route::Local(target)
             }
             _ => Route::Unknown,
@@ -166,15 +170,22 @@ impl SystemInner {
     }
 
     /// Schedules `h` to `mailbox` after `delay` on the environment's timer.
-    pub(crate) fn schedule(&self, mailbox: &Mbox, delay: Duration, h: EventHandle) -> ScheduleHandle {
+    pub(crate) fn schedule(
+        &self,
+        mailbox: &Mbox,
+        delay: Duration,
+        h: EventHandle,
+    ) -> ScheduleHandle {
         let cancelled = Arc::new(AtomicBool::new(false));
         let d = Delivery::new(h, self.me.clone(), Some(cancelled.clone()), false);
         // On failure the delivery was dropped inside: it reported itself (Shutdown).
-        let timer = crate::send_delayed_mutable(mailbox, delay, d).ok().map(|t| {
-            let keep = t.clone();
-            t.detach();
-            keep
-        });
+        let timer = crate::send_delayed_mutable(mailbox, delay, d)
+            .ok()
+            .map(|t| {
+                let keep = t.clone();
+                t.detach();
+                keep
+            });
         ScheduleHandle::new(timer, cancelled)
     }
 }

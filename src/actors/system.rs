@@ -344,7 +344,11 @@ impl ActorSystem {
     /// # Errors
     ///
     /// [`RegisterActorError`].
-    pub fn register_on<A: Actor>(&self, pool: &str, actor: A) -> Result<ActorId, RegisterActorError> {
+    pub fn register_on<A: Actor>(
+        &self,
+        pool: &str,
+        actor: A,
+    ) -> Result<ActorId, RegisterActorError> {
         let pool = self.0.pool_id(pool)?;
         self.0.register(pool, actor, ActorId::EMPTY)
     }
@@ -500,7 +504,10 @@ impl SystemInner {
             .get(pool as usize)
             .ok_or_else(|| RegisterActorError::UnknownPool(pool.to_string()))?;
         let local = self.next_local.fetch_add(1, Ordering::Relaxed);
-        let hint = p.table.reserve(local).ok_or(RegisterActorError::TableFull)?;
+        let hint = p
+            .table
+            .reserve(local)
+            .ok_or(RegisterActorError::TableFull)?;
         Ok(ActorId::with_pool(self.node_id, pool, local, hint))
     }
 

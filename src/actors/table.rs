@@ -87,7 +87,12 @@ impl ActorTable {
 
     /// Runs `f` with the mailbox of `(hint, local_id)`, under the read lock.
     #[inline]
-    pub(crate) fn with<R>(&self, hint: u32, local_id: u64, f: impl FnOnce(&Mbox) -> R) -> Option<R> {
+    pub(crate) fn with<R>(
+        &self,
+        hint: u32,
+        local_id: u64,
+        f: impl FnOnce(&Mbox) -> R,
+    ) -> Option<R> {
         let s = self.slab.read_recursive();
         match s.slots.get(hint as usize) {
             Some(Slot {

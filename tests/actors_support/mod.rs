@@ -58,8 +58,7 @@ impl Seen {
 }
 
 pub type Boot = Box<dyn FnOnce(&mut Scripted, &mut ActorContext<Scripted>, ActorId) + Send>;
-pub type OnEvent =
-    Box<dyn FnMut(&mut ActorContext<Scripted>, EventHandle) -> Handled + Send>;
+pub type OnEvent = Box<dyn FnMut(&mut ActorContext<Scripted>, EventHandle) -> Handled + Send>;
 
 /// An actor made of closures: `boot` at bootstrap, `on_event` for every event.
 pub struct Scripted {
@@ -145,7 +144,10 @@ pub fn none_left<T: std::fmt::Debug>(rx: &Receiver<T>) {
 pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
     let deadline = std::time::Instant::now() + PATIENCE;
     while !cond() {
-        assert!(std::time::Instant::now() < deadline, "never happened: {what}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never happened: {what}"
+        );
         std::thread::sleep(Duration::from_millis(1));
     }
 }

@@ -28,10 +28,10 @@ impl MboxImpl for Tap {
         self.inner.kind()
     }
     fn subscribe(&self, ty: MessageType, who: &AgentRef) -> Result<(), SubscribeError> {
-        self.inner.subscribe(ty, who)
+        self.inner.raw().subscribe(ty, who)
     }
     fn unsubscribe(&self, ty: MessageType, who: &AgentRef) {
-        self.inner.unsubscribe(ty, who)
+        self.inner.raw().unsubscribe(ty, who)
     }
     fn deliver(&self, msg: Message, depth: RedirectionDepth) -> Result<(), SendError> {
         *self
@@ -47,10 +47,10 @@ impl MboxImpl for Tap {
         filter: DeliveryFilter,
         who: &AgentRef,
     ) -> Result<(), SubscribeError> {
-        self.inner.set_delivery_filter(ty, filter, who)
+        self.inner.raw().set_delivery_filter(ty, filter, who)
     }
     fn drop_delivery_filter(&self, ty: MessageType, who: &AgentRef) {
-        self.inner.drop_delivery_filter(ty, who)
+        self.inner.raw().drop_delivery_filter(ty, who)
     }
     fn name(&self) -> String {
         format!("tap({})", self.inner.name())

@@ -125,7 +125,8 @@ pub use environment::{
 };
 pub use exception::ExceptionReaction;
 pub use mbox::{
-    send, send_mutable, DeliveryFilter, Mbox, MboxId, MboxImpl, MboxKind, SendError, SubscribeError,
+    send, send_mutable, DeliveryFilter, Mbox, MboxId, MboxImpl, MboxKind, RawMbox, SendError,
+    SubscribeError,
 };
 pub use message::{
     Access, Envelope, Message, MessageType, Mutable, RedirectionDepth, MAX_REDIRECTION_DEPTH,

@@ -84,6 +84,15 @@ pub struct Transformed {
     pub(crate) msg: Message,
 }
 
+impl std::fmt::Debug for Transformed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Transformed")
+            .field("to", &self.to)
+            .field("msg", &self.msg.message_type())
+            .finish()
+    }
+}
+
 impl Transformed {
     /// Sends immutable `msg` to `to`.
     pub fn new<M: Send + Sync + 'static>(to: &Mbox, msg: M) -> Self {

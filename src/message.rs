@@ -15,22 +15,47 @@ use parking_lot::Mutex;
 /// is a typed error. `Mutable<T>` and `T` are different message types: a handler for `T`
 /// does not see `Mutable<T>`, and the other way round.
 ///
-/// The type is never constructed; it names the message type in [`MessageType::of`].
+/// The type is never constructed; it names the mutable message type where an API takes a
+/// message type as a type parameter (`ctx.limit_then_drop::<Mutable<Job>>(10)`,
+/// `transfer_to_state::<Mutable<Job>>`). Its [`MessageType`] is
+/// [`MessageType::of_mutable::<T>()`](MessageType::of_mutable). It is not `Sync`, so it can
+/// never be taken for an immutable message type: [`MessageType::of`] and the immutable
+/// `send`/`event` refuse it at compile time.
 ///
 /// # Examples
 ///
 /// ```
 /// use agentbox::{MessageType, Mutable};
-/// assert_ne!(MessageType::of::<Mutable<String>>(), MessageType::of::<String>());
-/// assert!(MessageType::of::<Mutable<String>>().is_mutable());
+/// assert_ne!(MessageType::of_mutable::<String>(), MessageType::of::<String>());
+/// assert!(MessageType::of_mutable::<String>().is_mutable());
 /// ```
-pub struct Mutable<T>(PhantomData<fn() -> T>, Never);
+///
+/// ```compile_fail
+/// use agentbox::{MessageType, Mutable};
+/// let _ = MessageType::of::<Mutable<String>>();
+/// ```
+pub struct Mutable<T>(
+    PhantomData<fn() -> T>,
+    PhantomData<std::cell::Cell<()>>,
+    Never,
+);
+
+impl<T> fmt::Debug for Mutable<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Never called: a `Mutable<T>` cannot exist.
+        write!(f, "Mutable<{}>", std::any::type_name::<T>())
+    }
+}
 
 enum Never {}
 
 /// The identity of a message type as mboxes and subscriptions see it.
 ///
-/// Two values are equal when they name the same Rust type with the same mutability.
+/// Two values are equal when they name the same Rust type with the same mutability (the
+/// mutable flavour of `T` is keyed by the `TypeId` of [`Mutable<T>`]). Which flavour a
+/// value is comes from the constructor, never from the type's name: [`of`](Self::of) is
+/// the immutable flavour (immutable messages are shared between threads, so `T: Sync`),
+/// [`of_mutable`](Self::of_mutable) the mutable one.
 #[derive(Clone, Copy)]
 pub struct MessageType {
     id: TypeId,
@@ -39,17 +64,28 @@ pub struct MessageType {
 }
 
 impl MessageType {
-    /// The message type of `T`; for `T = Mutable<U>` the mutable flavour of `U`.
-    pub fn of<T: 'static>() -> Self {
-        let name = std::any::type_name::<T>();
+    /// The immutable message type `T`.
+    pub fn of<T: Sync + 'static>() -> Self {
         MessageType {
             id: TypeId::of::<T>(),
-            name,
-            mutable: name.starts_with(concat!(module_path!(), "::Mutable<")),
+            name: std::any::type_name::<T>(),
+            mutable: false,
         }
     }
 
-    /// The mutable flavour of `T`: the same as `MessageType::of::<Mutable<T>>()`.
+    /// The identity of a type a user named as a type parameter, which may be
+    /// `Mutable<U>`: right for keying (limits, filters, state actions), but its flavour
+    /// is not known (reported immutable). Subscription checks that need the flavour use
+    /// `of`/`of_mutable`, whose callers know it statically.
+    pub(crate) fn named<T: 'static>() -> Self {
+        MessageType {
+            id: TypeId::of::<T>(),
+            name: std::any::type_name::<T>(),
+            mutable: false,
+        }
+    }
+
+    /// The mutable flavour of `T`, keyed by the `TypeId` of [`Mutable<T>`].
     pub fn of_mutable<T: 'static>() -> Self {
         MessageType {
             id: TypeId::of::<Mutable<T>>(),
@@ -349,10 +385,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn mutable_flag_follows_the_marker() {
+    fn the_flavour_comes_from_the_constructor() {
         assert!(!MessageType::of::<String>().is_mutable());
-        assert!(MessageType::of::<Mutable<String>>().is_mutable());
-        assert!(!MessageType::of::<Vec<Mutable<String>>>().is_mutable());
+        assert!(MessageType::of_mutable::<String>().is_mutable());
+        assert_eq!(
+            MessageType::of_mutable::<String>(),
+            MessageType::named::<Mutable<String>>()
+        );
+        assert_ne!(
+            MessageType::of_mutable::<String>(),
+            MessageType::of::<String>()
+        );
     }
 
     #[test]

@@ -239,6 +239,14 @@ impl StatsCore {
 #[derive(Clone)]
 pub struct StatsController(pub(crate) Arc<StatsCore>);
 
+impl std::fmt::Debug for StatsController {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StatsController")
+            .field("mbox", &self.0.mbox)
+            .finish_non_exhaustive()
+    }
+}
+
 impl StatsController {
     /// The multi-consumer mbox the quantities are sent to.
     pub fn mbox(&self) -> Mbox {

@@ -60,7 +60,7 @@ use agentbox::{
 use crate::proxy::{ProxyHooks, ProxyMbox};
 
 /// What the anti-jitter mbox adds to the direct mbox it wraps.
-pub struct AntiJitter {
+pub(crate) struct AntiJitter {
     threshold: Duration,
     /// Subscribed types, with the time of the last delivered message.
     types: Mutex<HashMap<TypeId, Option<Instant>>>,
@@ -84,13 +84,13 @@ impl ProxyHooks for AntiJitter {
         ty: MessageType,
         who: &AgentRef,
     ) -> Result<(), SubscribeError> {
-        inner.subscribe(ty, who)?;
+        inner.raw().subscribe(ty, who)?;
         self.types.lock().entry(ty.type_id()).or_insert(None);
         Ok(())
     }
 
     fn unsubscribe(&self, inner: &Mbox, ty: MessageType, who: &AgentRef) {
-        inner.unsubscribe(ty, who);
+        inner.raw().unsubscribe(ty, who);
         self.types.lock().remove(&ty.type_id());
     }
 

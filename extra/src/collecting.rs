@@ -43,6 +43,15 @@ pub struct Collected<M> {
     _type: PhantomData<fn() -> M>,
 }
 
+impl<M> std::fmt::Debug for Collected<M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Collected")
+            .field("type", &std::any::type_name::<M>())
+            .field("len", &self.messages.len())
+            .finish()
+    }
+}
+
 impl<M: 'static> Collected<M> {
     /// The messages, in arrival order.
     pub fn iter(&self) -> impl Iterator<Item = &M> {

@@ -66,7 +66,7 @@ pub fn builder(env: &Environment, unknown: Unknown) -> Builder {
 
 impl Builder {
     /// Routes immutable messages of type `M` to `to` (replacing an earlier route for `M`).
-    pub fn route<M: 'static>(mut self, to: &Mbox) -> Self {
+    pub fn route<M: Sync + 'static>(mut self, to: &Mbox) -> Self {
         self.routes
             .insert(MessageType::of::<M>().type_id(), to.clone());
         self

@@ -66,7 +66,7 @@ pub struct LastSubscriberGone {
 }
 
 /// What the notifying mbox adds to the MPMC mbox it wraps.
-pub struct FirstLast<M> {
+pub(crate) struct FirstLast<M> {
     notify: Mbox,
     subscribers: Mutex<Vec<AgentRef>>,
     _type: PhantomData<fn() -> M>,
@@ -107,7 +107,7 @@ impl<M: Send + Sync + 'static> ProxyHooks for FirstLast<M> {
         })?;
         // Held while notifying: notifications keep the order of the changes (rule 4).
         let mut subs = self.subscribers.lock();
-        inner.subscribe(ty, who)?;
+        inner.raw().subscribe(ty, who)?;
         if !subs.contains(who) {
             subs.push(who.clone());
             if subs.len() == 1 {
@@ -119,7 +119,7 @@ impl<M: Send + Sync + 'static> ProxyHooks for FirstLast<M> {
 
     fn unsubscribe(&self, inner: &Mbox, ty: MessageType, who: &AgentRef) {
         let mut subs = self.subscribers.lock();
-        inner.unsubscribe(ty, who);
+        inner.raw().unsubscribe(ty, who);
         if let Some(pos) = subs.iter().position(|s| s == who) {
             subs.remove(pos);
             if subs.is_empty() {

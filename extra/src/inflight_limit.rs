@@ -34,7 +34,7 @@ use agentbox::{Access, Envelope, Mbox, Message, RedirectionDepth, SendError};
 use crate::proxy::{ProxyHooks, ProxyMbox};
 
 /// What the in-flight limit adds to the mbox it stands in front of.
-pub struct InflightLimit<M> {
+pub(crate) struct InflightLimit<M> {
     limit: usize,
     in_flight: Arc<AtomicUsize>,
     _type: PhantomData<fn() -> M>,

@@ -68,12 +68,12 @@ pub trait ProxyHooks: Send + Sync + 'static {
         ty: MessageType,
         who: &AgentRef,
     ) -> Result<(), SubscribeError> {
-        inner.subscribe(ty, who)
+        inner.raw().subscribe(ty, who)
     }
 
     /// Unsubscribes an agent; the default unsubscribes it from the inner mbox.
     fn unsubscribe(&self, inner: &Mbox, ty: MessageType, who: &AgentRef) {
-        inner.unsubscribe(ty, who)
+        inner.raw().unsubscribe(ty, who)
     }
 
     /// Sets a delivery filter; the default sets it on the inner mbox.
@@ -88,12 +88,12 @@ pub trait ProxyHooks: Send + Sync + 'static {
         filter: DeliveryFilter,
         who: &AgentRef,
     ) -> Result<(), SubscribeError> {
-        inner.set_delivery_filter(ty, filter, who)
+        inner.raw().set_delivery_filter(ty, filter, who)
     }
 
     /// Drops a delivery filter; the default drops it on the inner mbox.
     fn drop_delivery_filter(&self, inner: &Mbox, ty: MessageType, who: &AgentRef) {
-        inner.drop_delivery_filter(ty, who)
+        inner.raw().drop_delivery_filter(ty, who)
     }
 
     /// The proxy's name; the default is `proxy(<inner name>)`.
@@ -109,6 +109,14 @@ pub trait ProxyHooks: Send + Sync + 'static {
 pub struct ProxyMbox<H> {
     inner: Mbox,
     hooks: H,
+}
+
+impl<H> std::fmt::Debug for ProxyMbox<H> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProxyMbox")
+            .field("inner", &self.inner)
+            .finish_non_exhaustive()
+    }
 }
 
 impl<H: ProxyHooks> ProxyMbox<H> {

@@ -65,7 +65,7 @@ struct State {
 
 /// What the retained-message mbox adds to the ordinary MPMC mbox it wraps (and whose id it
 /// shares).
-pub struct Retained {
+pub(crate) struct Retained {
     /// Re-entrant: a delivery may come back into this mbox (a limit redirecting here).
     state: ReentrantMutex<RefCell<State>>,
 }
@@ -134,7 +134,7 @@ impl ProxyHooks for Retained {
         who: &AgentRef,
     ) -> Result<(), SubscribeError> {
         let guard = self.state.lock();
-        inner.subscribe(ty, who)?;
+        inner.raw().subscribe(ty, who)?;
         self.update(&guard, ty, who, |s| s.subscribed = true);
         self.give(inner, &guard, ty, who);
         Ok(())
@@ -142,7 +142,7 @@ impl ProxyHooks for Retained {
 
     fn unsubscribe(&self, inner: &Mbox, ty: MessageType, who: &AgentRef) {
         let guard = self.state.lock();
-        inner.unsubscribe(ty, who);
+        inner.raw().unsubscribe(ty, who);
         self.update(&guard, ty, who, |s| {
             s.subscribed = false;
             s.given = false;
@@ -170,7 +170,7 @@ impl ProxyHooks for Retained {
         who: &AgentRef,
     ) -> Result<(), SubscribeError> {
         let guard = self.state.lock();
-        inner.set_delivery_filter(ty, filter.clone(), who)?;
+        inner.raw().set_delivery_filter(ty, filter.clone(), who)?;
         self.update(&guard, ty, who, |s| s.filter = Some(filter));
         self.give(inner, &guard, ty, who);
         Ok(())
@@ -178,7 +178,7 @@ impl ProxyHooks for Retained {
 
     fn drop_delivery_filter(&self, inner: &Mbox, ty: MessageType, who: &AgentRef) {
         let guard = self.state.lock();
-        inner.drop_delivery_filter(ty, who);
+        inner.raw().drop_delivery_filter(ty, who);
         self.update(&guard, ty, who, |s| s.filter = None);
     }
 

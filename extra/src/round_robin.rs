@@ -68,7 +68,7 @@ struct Turns {
 }
 
 /// The round-robin mbox.
-pub struct RoundRobinMbox {
+pub(crate) struct RoundRobinMbox {
     id: MboxId,
     env: WeakEnv,
     table: Mutex<HashMap<TypeId, Turns>>,

@@ -54,6 +54,14 @@ pub struct ShutdownInitiated;
 #[derive(Clone)]
 pub struct Shutdowner(Arc<Inner>);
 
+impl std::fmt::Debug for Shutdowner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shutdowner")
+            .field("mbox", &self.0.mbox)
+            .finish_non_exhaustive()
+    }
+}
+
 struct Inner {
     mbox: Mbox,
     env: WeakEnv,
@@ -184,7 +192,7 @@ impl ProxyHooks for Notices {
         ty: MessageType,
         who: &AgentRef,
     ) -> Result<(), SubscribeError> {
-        inner.subscribe(ty, who)?;
+        inner.raw().subscribe(ty, who)?;
         if ty != MessageType::of::<ShutdownInitiated>() {
             return Ok(());
         }
@@ -206,7 +214,7 @@ impl ProxyHooks for Notices {
     }
 
     fn unsubscribe(&self, inner: &Mbox, ty: MessageType, who: &AgentRef) {
-        inner.unsubscribe(ty, who);
+        inner.raw().unsubscribe(ty, who);
         if ty != MessageType::of::<ShutdownInitiated>() {
             return;
         }

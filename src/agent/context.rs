@@ -154,6 +154,14 @@ pub struct Context<A: Agent> {
     limits_fixed: bool,
 }
 
+impl<A: Agent> std::fmt::Debug for Context<A> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("agent", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<A: Agent> Context<A> {
     pub(crate) fn new(this: Weak<AgentCore>, id: AgentId, env: Environment) -> Self {
         Context {
@@ -285,7 +293,7 @@ impl<A: Agent> Context<A> {
     /// again (if subscribed).
     pub fn drop_delivery_filter<M: 'static>(&mut self, mbox: &Mbox) {
         if let Ok(me) = self.me() {
-            self.subs.drop_filter(&me, mbox, MessageType::of::<M>());
+            self.subs.drop_filter(&me, mbox, MessageType::named::<M>());
         }
     }
 
@@ -446,7 +454,7 @@ impl<A: Agent> Context<A> {
             max,
             overflow: Overflow::Drop,
         };
-        self.declare_limit(Some(MessageType::of::<M>()), spec)
+        self.declare_limit(Some(MessageType::named::<M>()), spec)
     }
 
     /// At most `max` demands of `M`; one more aborts the process (after a log line).
@@ -459,7 +467,7 @@ impl<A: Agent> Context<A> {
             max,
             overflow: Overflow::Abort,
         };
-        self.declare_limit(Some(MessageType::of::<M>()), spec)
+        self.declare_limit(Some(MessageType::named::<M>()), spec)
     }
 
     /// At most `max` demands of `M`; more go on to `to` (one redirection deeper).
@@ -476,7 +484,7 @@ impl<A: Agent> Context<A> {
             max,
             overflow: Overflow::Redirect(to.clone()),
         };
-        self.declare_limit(Some(MessageType::of::<M>()), spec)
+        self.declare_limit(Some(MessageType::named::<M>()), spec)
     }
 
     /// At most `max` demands of immutable `M`; for one more, `transform` makes another
@@ -495,7 +503,7 @@ impl<A: Agent> Context<A> {
             max,
             overflow: Overflow::Transform(f),
         };
-        self.declare_limit(Some(MessageType::of::<M>()), spec)
+        self.declare_limit(Some(MessageType::named::<M>()), spec)
     }
 
     /// The limit for every subscribed type without its own: each such type gets its own
@@ -619,6 +627,14 @@ pub struct ThreadSafeContext<'a> {
     id: AgentId,
     env: &'a Environment,
     state: &'a State,
+}
+
+impl std::fmt::Debug for ThreadSafeContext<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ThreadSafeContext")
+            .field("agent", &self.id)
+            .finish_non_exhaustive()
+    }
 }
 
 impl ThreadSafeContext<'_> {

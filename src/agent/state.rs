@@ -149,7 +149,8 @@ impl State {
     ///
     /// # Errors
     ///
-    /// [`StateError::TooDeep`] past [`MAX_STATE_NESTING`] levels.
+    /// [`StateError::TooDeep`] past [`MAX_STATE_NESTING`] levels;
+    /// [`StateError::DefaultStateIsFlat`] under the default state.
     pub fn substate(&self, name: impl Into<String>) -> Result<State, StateError> {
         self.substate_with_history(name, History::None)
     }
@@ -159,7 +160,8 @@ impl State {
     ///
     /// # Errors
     ///
-    /// [`StateError::InitialAlreadySet`] if `self` has one already, [`StateError::TooDeep`].
+    /// [`StateError::InitialAlreadySet`] if `self` has one already, [`StateError::TooDeep`],
+    /// [`StateError::DefaultStateIsFlat`] under the default state.
     pub fn initial_substate(&self, name: impl Into<String>) -> Result<State, StateError> {
         self.initial_substate_with_history(name, History::None)
     }

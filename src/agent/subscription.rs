@@ -171,7 +171,7 @@ impl<A: Agent> Subscriptions<A> {
             u.count += 1;
             return Ok(());
         }
-        mbox.subscribe(ty, me)?;
+        mbox.raw().subscribe(ty, me)?;
         self.mboxes.insert(
             key,
             MboxUse {
@@ -189,7 +189,7 @@ impl<A: Agent> Subscriptions<A> {
             u.count -= 1;
             if u.count == 0 {
                 let u = self.mboxes.remove(&key).expect("present above");
-                u.mbox.unsubscribe(u.ty, me);
+                u.mbox.raw().unsubscribe(u.ty, me);
             }
         }
     }
@@ -332,7 +332,7 @@ impl<A: Agent> Subscriptions<A> {
         if self.finished {
             return Err(SubscribeError::AgentFinished);
         }
-        mbox.set_delivery_filter(ty, filter, me)?;
+        mbox.raw().set_delivery_filter(ty, filter, me)?;
         self.rare_mut()
             .filters
             .insert((mbox.id().0, ty.type_id()), (mbox.clone(), ty));
@@ -345,7 +345,7 @@ impl<A: Agent> Subscriptions<A> {
             .as_mut()
             .and_then(|r| r.filters.remove(&(mbox.id().0, ty.type_id())));
         if removed.is_some() {
-            mbox.drop_delivery_filter(ty, me);
+            mbox.raw().drop_delivery_filter(ty, me);
         }
     }
 
@@ -353,11 +353,11 @@ impl<A: Agent> Subscriptions<A> {
     pub(crate) fn drop_all(&mut self, me: &AgentRef) {
         self.finished = true;
         for u in std::mem::take(&mut self.mboxes).into_values() {
-            u.mbox.unsubscribe(u.ty, me);
+            u.mbox.raw().unsubscribe(u.ty, me);
         }
         if let Some(rare) = self.rare.as_mut() {
             for (mbox, ty) in std::mem::take(&mut rare.filters).into_values() {
-                mbox.drop_delivery_filter(ty, me);
+                mbox.raw().drop_delivery_filter(ty, me);
             }
             rare.dead_letters = SmallMap::default();
         }
@@ -426,6 +426,14 @@ pub struct SubscriptionBuilder<'c, A: Agent> {
     ctx: &'c mut Context<A>,
     mbox: Mbox,
     states: SmallVec<[State; 1]>,
+}
+
+impl<A: Agent> std::fmt::Debug for SubscriptionBuilder<'_, A> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SubscriptionBuilder")
+            .field("mbox", &self.mbox)
+            .finish_non_exhaustive()
+    }
 }
 
 impl<'c, A: Agent> SubscriptionBuilder<'c, A> {
@@ -550,7 +558,7 @@ impl<'c, A: Agent> SubscriptionBuilder<'c, A> {
     /// As [`event`](Self::event).
     pub fn transfer_to_state<M: 'static>(self, target: &State) -> Result<(), SubscribeError> {
         let a = Action::TransferTo(target.clone());
-        self.add(MessageType::of::<M>(), NewAction::Action(a))
+        self.add(MessageType::named::<M>(), NewAction::Action(a))
     }
 
     /// On `M`, switches to `target`; the message is consumed.
@@ -560,7 +568,7 @@ impl<'c, A: Agent> SubscriptionBuilder<'c, A> {
     /// As [`event`](Self::event).
     pub fn just_switch_to<M: 'static>(self, target: &State) -> Result<(), SubscribeError> {
         let a = Action::JustSwitchTo(target.clone());
-        self.add(MessageType::of::<M>(), NewAction::Action(a))
+        self.add(MessageType::named::<M>(), NewAction::Action(a))
     }
 
     /// Drops `M` in these states without looking in their parent states.
@@ -569,7 +577,10 @@ impl<'c, A: Agent> SubscriptionBuilder<'c, A> {
     ///
     /// As [`event`](Self::event).
     pub fn suppress<M: 'static>(self) -> Result<(), SubscribeError> {
-        self.add(MessageType::of::<M>(), NewAction::Action(Action::Suppress))
+        self.add(
+            MessageType::named::<M>(),
+            NewAction::Action(Action::Suppress),
+        )
     }
 
     /// Handles `M` from this mbox when no state on the current path has a subscription for

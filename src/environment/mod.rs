@@ -329,10 +329,8 @@ impl Environment {
 
     /// A binder for the environment's default `one_thread` dispatcher.
     ///
-    /// # Panics
-    ///
-    /// Never while the environment runs; after `launch` returned, a binder to a stopped
-    /// dispatcher is returned (registration fails earlier with `ShuttingDown`).
+    /// After `launch` returned, this is a binder to a stopped dispatcher (registration
+    /// fails earlier, with `ShuttingDown`).
     pub fn default_binder(&self) -> Binder {
         match &*self.0.default_disp.lock() {
             Some(d) => d.binder(),

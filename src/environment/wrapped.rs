@@ -37,6 +37,14 @@ pub struct WrappedEnv {
     thread: Option<JoinHandle<Result<(), LaunchError>>>,
 }
 
+impl std::fmt::Debug for WrappedEnv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WrappedEnv")
+            .field("running", &self.thread.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
 impl WrappedEnv {
     /// Starts an environment with default parameters (autoshutdown off) on a new thread;
     /// `init` runs there first.

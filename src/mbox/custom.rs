@@ -24,7 +24,7 @@ use crate::message::{Message, MessageType, RedirectionDepth};
 /// 3. **Delivery.** [`deliver`](Self::deliver) hands the message to each subscriber that
 ///    should get it with [`AgentRef::push_message`], passing this mbox's `id` and the depth it was given (agents find
 ///    their handler by `(mbox id, type)`). It runs on the sender's thread, must not block,
-///    and must not call back into the sender. A [`MessageKind::MultiConsumer`]-like mbox
+///    and must not call back into the sender. An [`MboxKind::MultiConsumer`] mbox
 ///    must refuse [`Mutable`](crate::Mutable) messages with
 ///    [`SendError::MutableToMultiConsumer`].
 /// 4. **Redirection.** An mbox that forwards to another mbox calls
@@ -37,8 +37,6 @@ use crate::message::{Message, MessageType, RedirectionDepth};
 ///    that cannot filter returns [`SubscribeError::FiltersUnsupported`].
 /// 6. **Kind.** [`kind`](Self::kind) tells agents whether [`Mutable`](crate::Mutable)
 ///    messages may be received from it.
-///
-/// [`MessageKind::MultiConsumer`]: MboxKind::MultiConsumer
 ///
 /// # Examples
 ///
@@ -57,17 +55,17 @@ use crate::message::{Message, MessageType, RedirectionDepth};
 ///     fn id(&self) -> MboxId { self.inner.id() }
 ///     fn kind(&self) -> MboxKind { self.inner.kind() }
 ///     fn subscribe(&self, ty: MessageType, who: &AgentRef) -> Result<(), SubscribeError> {
-///         self.inner.subscribe(ty, who)
+///         self.inner.raw().subscribe(ty, who)
 ///     }
-///     fn unsubscribe(&self, ty: MessageType, who: &AgentRef) { self.inner.unsubscribe(ty, who) }
+///     fn unsubscribe(&self, ty: MessageType, who: &AgentRef) { self.inner.raw().unsubscribe(ty, who) }
 ///     fn deliver(&self, msg: Message, depth: RedirectionDepth) -> Result<(), SendError> {
 ///         self.seen.fetch_add(1, Ordering::Relaxed);
 ///         self.inner.deliver(msg, depth + 1)
 ///     }
 ///     fn set_delivery_filter(&self, ty: MessageType, f: DeliveryFilter, who: &AgentRef)
-///         -> Result<(), SubscribeError> { self.inner.set_delivery_filter(ty, f, who) }
+///         -> Result<(), SubscribeError> { self.inner.raw().set_delivery_filter(ty, f, who) }
 ///     fn drop_delivery_filter(&self, ty: MessageType, who: &AgentRef) {
-///         self.inner.drop_delivery_filter(ty, who)
+///         self.inner.raw().drop_delivery_filter(ty, who)
 ///     }
 ///     fn name(&self) -> String { format!("counting({})", self.inner.name()) }
 ///     fn environment(&self) -> Option<Environment> { self.inner.environment() }

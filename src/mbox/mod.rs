@@ -18,6 +18,7 @@ mod error;
 mod filter;
 pub(crate) mod mpmc;
 pub(crate) mod named;
+mod raw;
 pub(crate) mod unique;
 
 use std::fmt;
@@ -27,10 +28,11 @@ use std::sync::Arc;
 pub use custom::MboxImpl;
 pub use error::{SendError, SubscribeError};
 pub use filter::DeliveryFilter;
+pub use raw::RawMbox;
 
-use crate::agent::{AgentArc, AgentRef};
+use crate::agent::AgentArc;
 use crate::environment::Environment;
-use crate::message::{Message, MessageType, RedirectionDepth, MAX_REDIRECTION_DEPTH};
+use crate::message::{Message, RedirectionDepth, MAX_REDIRECTION_DEPTH};
 
 /// The process-wide unique id of an mbox (an agent's direct mbox has its agent's id).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
@@ -187,88 +189,9 @@ impl Mbox {
         }
     }
 
-    /// Registers `subscriber` for messages of type `ty` (see [`MboxImpl::subscribe`]).
-    ///
-    /// Agents do this through [`Context::subscribe`](crate::Context::subscribe); the method
-    /// is public so that custom mboxes can wrap other mboxes.
-    ///
-    /// # Errors
-    ///
-    /// See [`SubscribeError`].
-    pub fn subscribe(&self, ty: MessageType, subscriber: &AgentRef) -> Result<(), SubscribeError> {
-        match &self.0 {
-            Repr::Mpmc(m) => m.subscribe(ty, subscriber),
-            Repr::Direct(a) => {
-                self.check_owner(a, subscriber)?;
-                a.direct_set_subscribed(ty, true);
-                Ok(())
-            }
-            Repr::Unique(m) => m.subscribe(ty, subscriber),
-            Repr::Custom(c) => c.subscribe(ty, subscriber),
-        }
-    }
-
-    /// Removes `subscriber`'s registration for type `ty` (see [`MboxImpl::unsubscribe`]).
-    pub fn unsubscribe(&self, ty: MessageType, subscriber: &AgentRef) {
-        match &self.0 {
-            Repr::Mpmc(m) => m.unsubscribe(ty, subscriber),
-            Repr::Direct(a) => {
-                if Arc::ptr_eq(a, &subscriber.0) {
-                    a.direct_set_subscribed(ty, false);
-                }
-            }
-            Repr::Unique(m) => m.unsubscribe(ty, subscriber),
-            Repr::Custom(c) => c.unsubscribe(ty, subscriber),
-        }
-    }
-
-    /// Sets or replaces `subscriber`'s delivery filter for type `ty`.
-    ///
-    /// # Errors
-    ///
-    /// [`SubscribeError::FiltersUnsupported`] for mboxes that cannot filter,
-    /// [`SubscribeError::NotOwner`] for another agent's direct mbox.
-    pub fn set_delivery_filter(
-        &self,
-        ty: MessageType,
-        filter: DeliveryFilter,
-        subscriber: &AgentRef,
-    ) -> Result<(), SubscribeError> {
-        match &self.0 {
-            Repr::Mpmc(m) => {
-                m.set_filter(ty, Some(filter), subscriber);
-                Ok(())
-            }
-            Repr::Direct(a) => {
-                self.check_owner(a, subscriber)?;
-                a.direct_set_filter(ty, Some(filter));
-                Ok(())
-            }
-            Repr::Unique(_) => Err(SubscribeError::FiltersUnsupported { mbox: self.name() }),
-            Repr::Custom(c) => c.set_delivery_filter(ty, filter, subscriber),
-        }
-    }
-
-    /// Removes `subscriber`'s delivery filter for type `ty`, if any.
-    pub fn drop_delivery_filter(&self, ty: MessageType, subscriber: &AgentRef) {
-        match &self.0 {
-            Repr::Mpmc(m) => m.set_filter(ty, None, subscriber),
-            Repr::Direct(a) => {
-                if Arc::ptr_eq(a, &subscriber.0) {
-                    a.direct_set_filter(ty, None);
-                }
-            }
-            Repr::Unique(_) => {}
-            Repr::Custom(c) => c.drop_delivery_filter(ty, subscriber),
-        }
-    }
-
-    fn check_owner(&self, owner: &AgentArc, who: &AgentRef) -> Result<(), SubscribeError> {
-        if Arc::ptr_eq(owner, &who.0) {
-            Ok(())
-        } else {
-            Err(SubscribeError::NotOwner { mbox: self.name() })
-        }
+    /// The raw subscription operations, for custom mbox authors (see [`RawMbox`]).
+    pub fn raw(&self) -> RawMbox<'_> {
+        RawMbox(self)
     }
 }
 

@@ -38,6 +38,9 @@
 //! - A child registering while its parent deregisters either linked before (and is
 //!   deregistered by the parent in step 1) or fails in step 3.
 //! - `Finish` of an agent not yet activated waits in its pending list behind `Start`.
+//!
+//! Checked by `tests/coop_races.rs` (registering while deregistering and stopping) and
+//! `tests/core_stress.rs` (coops coming and going while an MPMC mbox is busy).
 
 use std::sync::Arc;
 

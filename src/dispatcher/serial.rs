@@ -21,6 +21,9 @@
 //!
 //! A push from another thread that lands while the worker blocks in `recv` wakes it. A push
 //! after the worker stopped is dropped with the channel (the agents it was for are gone).
+//! A local push skips the channel only when [`ChannelCount`] says it holds nothing; that
+//! handshake is checked by the loom model `serial::loom_tests`, the ordering rules by the
+//! dispatcher suite (`tests/common/suite.rs`) on every single-threaded kind.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;

@@ -15,7 +15,9 @@
 //!
 //! Races: a push that finds the queue scheduled only appends; the worker checks for
 //! emptiness and marks the queue idle under the same lock as the push, so no demand is left
-//! in an idle queue.
+//! in an idle queue. (Unlike `adv_thread_pool`, one worker at a time serves a queue, so
+//! the `Bind` demand is installed before the next demand is looked at.) Checked by
+//! `tests/dispatcher_thread_pool.rs` and the dispatcher suite stamped for both FIFO kinds.
 //!
 //! # Examples
 //!

@@ -222,8 +222,9 @@ impl Drop for HandleInner {
 }
 
 impl TimerHandle {
-    /// Cancels the timer now, for every clone of the handle: it fires no more, and copies
-    /// of its message still queued are not handled.
+    /// Cancels the timer now, for every clone of the handle: it fires no more, copies of
+    /// its message still queued are not handled, and the timer lets go of its message at
+    /// once (it is freed when the last queued copy, if any, is dropped).
     pub fn cancel(&self) {
         self.0.entry.cancel();
     }
@@ -276,13 +277,16 @@ pub(crate) enum Target {
 struct TimerEntry {
     flag: Arc<TimerFlag>,
     target: Target,
-    msg: Message,
+    /// Taken out when the timer is cancelled, so that its payload is freed at once, not
+    /// when the entry's deadline comes and the heap lets go of it.
+    msg: Mutex<Option<Message>>,
     period: Option<Duration>,
     engine: Weak<Engine>,
 }
 
 impl TimerEntry {
-    /// Cancels a timer still in the heap, and revokes the copies a fired one left queued.
+    /// Cancels a timer still in the heap, revokes the copies a fired one left queued, and
+    /// frees its message (the copies still queued hold their own reference).
     fn cancel(&self) {
         let was = self.flag.state.swap(CANCELLED, Ordering::AcqRel);
         if was == ACTIVE {
@@ -291,17 +295,26 @@ impl TimerEntry {
                 engine.cancelled.fetch_add(1, Ordering::AcqRel);
             }
         }
+        let msg = self.msg.lock().take();
+        // Dropped outside the lock: a payload's `Drop` may schedule timers.
+        drop(msg);
     }
 
-    fn fire(&self) {
+    /// Delivers the message; the last delivery (of a one-shot timer) hands it over.
+    fn fire(&self, last: bool) {
+        let msg = if last {
+            self.msg.lock().take()
+        } else {
+            self.msg.lock().clone()
+        };
+        let Some(msg) = msg else {
+            return; // cancelled meanwhile
+        };
         match &self.target {
             Target::Mbox(m) => {
-                let _ = m.deliver(self.msg.clone(), 0);
+                let _ = m.deliver(msg, 0);
             }
-            Target::Agent(a, mbox) => a.push(DemandKind::Message {
-                mbox: *mbox,
-                msg: self.msg.clone(),
-            }),
+            Target::Agent(a, mbox) => a.push(DemandKind::Message { mbox: *mbox, msg }),
         }
     }
 }
@@ -404,7 +417,7 @@ impl TimerThread {
             state: AtomicU8::new(ACTIVE),
         });
         let entry = Arc::new(TimerEntry {
-            msg: Message::enveloped(msg, TimerEnvelope(flag.clone())),
+            msg: Mutex::new(Some(Message::enveloped(msg, TimerEnvelope(flag.clone())))),
             flag,
             target,
             period,
@@ -420,6 +433,7 @@ impl TimerThread {
             // A delay past what `Instant` can hold means "never": the handle exists (and
             // cancels) but nothing is queued to fire.
             let Some(at) = at else {
+                self.engine.pending.fetch_add(1, Ordering::AcqRel);
                 drop(heap);
                 return Some(TimerHandle(Arc::new(HandleInner {
                     entry,
@@ -520,8 +534,9 @@ fn run(engine: &Engine, env: &WeakEnv) {
                 drop(heap);
                 // A delivery filter or a custom mbox runs here: its panic must not end the
                 // timer thread (and every timer with it).
+                let last = entry.period.is_none();
                 let fired = catch_unwind(AssertUnwindSafe(|| {
-                    crate::mchain::without_waiting(|| entry.fire())
+                    crate::mchain::without_waiting(|| entry.fire(last))
                 }));
                 if let Err(payload) = fired {
                     let line = format!(

@@ -2,6 +2,8 @@
 
 mod common;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agentbox::mchain::{receive, Handlers, MChainParams, ReceiveParams, ReceiveStatus};
@@ -521,5 +523,77 @@ fn a_state_time_limit_of_duration_max_never_expires() {
         })
         .unwrap();
         assert_eq!(log.get(), ["probe in limited"]);
+    });
+}
+
+// ---- cancelling releases the message ----
+
+/// Sets its flag when dropped.
+struct DropFlag(Arc<AtomicBool>);
+impl Drop for DropFlag {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn cancelling_a_timer_frees_its_message_at_once() {
+    with_env(|env| {
+        let mbox = env.create_mbox();
+        let freed = Arc::new(AtomicBool::new(false));
+        let timer =
+            send_delayed(&mbox, Duration::from_secs(3600), DropFlag(freed.clone())).unwrap();
+        assert!(!freed.load(Ordering::SeqCst));
+        timer.cancel();
+        assert!(
+            freed.load(Ordering::SeqCst),
+            "freed by cancel, not at the deadline"
+        );
+
+        let freed = Arc::new(AtomicBool::new(false));
+        let periodic = send_periodic(
+            &mbox,
+            Duration::from_secs(3600),
+            Duration::from_secs(3600),
+            DropFlag(freed.clone()),
+        )
+        .unwrap();
+        drop(periodic); // dropping the last handle cancels
+        assert!(freed.load(Ordering::SeqCst));
+        assert_eq!(env.pending_timers(), 0);
+
+        // A timer too far away for `Instant` is pending until cancelled.
+        let never = send_delayed(&mbox, Duration::MAX, 1u8).unwrap();
+        assert_eq!(env.pending_timers(), 1);
+        drop(never);
+        assert_eq!(env.pending_timers(), 0);
+    });
+}
+
+#[test]
+fn a_cancelled_timer_with_a_queued_copy_frees_the_message_with_that_copy() {
+    with_env(|env| {
+        let chain = env.create_mchain(MChainParams::unbounded());
+        let freed = Arc::new(AtomicBool::new(false));
+        let timer =
+            send_delayed(&chain.as_mbox(), Duration::ZERO, DropFlag(freed.clone())).unwrap();
+        // Wait until the copy is queued in the chain, then cancel.
+        let until = Instant::now() + PATIENCE;
+        while chain.len() == 0 && Instant::now() < until {
+            std::thread::yield_now();
+        }
+        assert_eq!(chain.len(), 1);
+        timer.cancel();
+        assert!(
+            !freed.load(Ordering::SeqCst),
+            "the queued copy still holds it"
+        );
+        let r = receive(
+            &chain,
+            ReceiveParams::new().no_wait(),
+            &mut Handlers::new().on(|_: &DropFlag| panic!("a revoked copy is not handled")),
+        );
+        assert_eq!(r.handled, 0);
+        assert!(freed.load(Ordering::SeqCst));
     });
 }

@@ -200,3 +200,77 @@ fn max_demands_at_once_interleaves_waiting_queues() {
         assert_eq!(log.get(), expected);
     });
 }
+
+/// The first batch of an agent counts `on_start` and its messages, not the internal demand
+/// that binds the agent to its worker (SObjectizer's `max_demands_at_once` counts events).
+#[test]
+fn the_first_batch_counts_on_start_but_not_the_internal_bind_demand() {
+    within_patience(|| {
+        let log = Log::new();
+        let l = log.clone();
+        Environment::launch(move |env| {
+            let pool = thread_pool::Builder::new()
+                .threads(1)
+                .max_demands_at_once(4)
+                .build()
+                .unwrap();
+            let individual = pool.binder_with(agentbox::BindParams::new().fifo(Fifo::Individual));
+            let running = Arc::new(AtomicBool::new(false));
+            let release = Arc::new(AtomicBool::new(false));
+            let (r, rel) = (running.clone(), release.clone());
+            let gate = env
+                .introduce_coop(|coop| {
+                    coop.set_binder(individual.clone());
+                    coop.add_agent(Script::new(&Log::new()).setup(move |_, ctx| {
+                        ctx.subscribe_self()
+                            .event(move |_: &mut Script, _, _: &u8| {
+                                r.store(true, Ordering::SeqCst);
+                                while !rel.load(Ordering::SeqCst) {
+                                    std::thread::yield_now();
+                                }
+                            })?;
+                        Ok(())
+                    }))
+                })
+                .unwrap();
+            send(&gate, 0u8).unwrap();
+            while !running.load(Ordering::SeqCst) {
+                std::thread::yield_now();
+            }
+            // The only worker is held: both agents are bound, started and messaged before
+            // it looks at their queues.
+            for name in ["a", "b"] {
+                let l = l.clone();
+                let target = env
+                    .introduce_coop(|coop| {
+                        coop.set_binder(individual.clone());
+                        coop.add_agent(
+                            Script::new(&l)
+                                .setup(move |_, ctx| {
+                                    ctx.subscribe_self().event(
+                                        move |s: &mut Script, _, n: &u32| {
+                                            s.log.push(format!("{name}{n}"));
+                                        },
+                                    )?;
+                                    Ok(())
+                                })
+                                .start(move |s, _| s.log.push(format!("{name} start"))),
+                        )
+                    })
+                    .unwrap();
+                for n in 1..=6u32 {
+                    send(&target, n).unwrap();
+                }
+            }
+            release.store(true, Ordering::SeqCst);
+            l.wait_for(14);
+            env.stop();
+        })
+        .unwrap();
+        let expected = [
+            "a start", "a1", "a2", "a3", "b start", "b1", "b2", "b3", "a4", "a5", "a6", "b4", "b5",
+            "b6",
+        ];
+        assert_eq!(log.get(), expected);
+    });
+}

@@ -9,7 +9,9 @@
 //! # Scheduling
 //!
 //! 1. A push into an idle queue marks it scheduled and puts it into the ready queue.
-//! 2. A worker takes a ready queue and runs up to `max_demands_at_once` of its demands.
+//! 2. A worker takes a ready queue and runs up to `max_demands_at_once` of its demands
+//!    (`on_start`, messages and `on_finish` count; the internal demand that binds an agent
+//!    to its worker does not).
 //! 3. Then, if the queue is empty it becomes idle; if not, and another queue is waiting, it
 //!    goes to the back of the ready queue; otherwise the worker keeps going with it.
 //!
@@ -57,7 +59,7 @@ use super::one_thread::quantity;
 use super::pool::{thread_count, ReadyQueue, Workers};
 use super::{
     common_builder_methods, AgentKey, AgentTable, BindError, Binder, BinderImpl, BuildError,
-    CommonParams, Demand, DispatcherHandle, EventQueue, Fifo, KeyAllocator,
+    CommonParams, Demand, DemandKind, DispatcherHandle, EventQueue, Fifo, KeyAllocator,
 };
 use crate::agent::AgentRef;
 use crate::stats::{Quantity, SourceReg, StatsSource};
@@ -183,7 +185,10 @@ impl Shared {
         // Uncontended: a scheduled queue is served by one worker at a time.
         let mut table = q.table.lock();
         loop {
-            for _ in 0..self.max_demands_at_once {
+            // The budget counts the demands a user sees (`on_start`, messages, `on_finish`),
+            // not the internal `Bind` that hands an agent's executor to this worker.
+            let mut budget = self.max_demands_at_once;
+            while budget > 0 {
                 let next = {
                     let mut inbox = q.inbox.lock();
                     match inbox.demands.pop_front() {
@@ -195,6 +200,9 @@ impl Shared {
                         }
                     }
                 };
+                if !matches!(next.kind, DemandKind::Bind(..)) {
+                    budget -= 1;
+                }
                 match activity {
                     None => table.run(next),
                     Some(a) => {

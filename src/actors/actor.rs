@@ -1,5 +1,6 @@
 //! The [`Actor`] trait and its [`ActorContext`]: what a YDB developer writes.
 
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,6 +11,7 @@ use super::event::Event;
 use super::flags::EventFlags;
 use super::handle::{EventHandle, Handled};
 use super::id::ActorId;
+use super::routing::RouteCache;
 use super::system::{ActorSystem, RegisterActorError, SystemInner};
 use crate::exception::ExceptionReaction;
 use crate::mbox::Mbox;
@@ -149,6 +151,8 @@ pub struct ActorContext<A: Actor> {
     pub(crate) mailbox: Option<Mbox>,
     /// Actors registered with the same mailbox in the running handler, with their parent.
     pub(crate) children: Vec<Box<dyn super::mailbox::Hosted>>,
+    /// The route of the last recipient sent to twice in a row.
+    route_cache: RefCell<RouteCache>,
 }
 
 impl<A: Actor> std::fmt::Debug for ActorContext<A> {
@@ -169,6 +173,7 @@ impl<A: Actor> ActorContext<A> {
             passed_away: false,
             mailbox: None,
             children: Vec::new(),
+            route_cache: RefCell::new(RouteCache::default()),
         }
     }
 
@@ -201,8 +206,10 @@ impl<A: Actor> ActorContext<A> {
     /// or unknown actor is safe (see the non-delivery rules in the module docs).
     #[inline]
     pub fn send<E: Event>(&self, recipient: ActorId, event: E) {
-        self.sys
-            .send(EventHandle::new(recipient, self.self_id, event));
+        self.sys.send_cached(
+            &self.route_cache,
+            EventHandle::new(recipient, self.self_id, event),
+        );
     }
 
     /// Sends `event` with `flags` (and channel) and `cookie`.
@@ -214,7 +221,8 @@ impl<A: Actor> ActorContext<A> {
         flags: EventFlags,
         cookie: u64,
     ) {
-        self.sys.send(
+        self.sys.send_cached(
+            &self.route_cache,
             EventHandle::new(recipient, self.self_id, event)
                 .with_flags(flags)
                 .with_cookie(cookie),

@@ -195,7 +195,7 @@ impl MailboxAgent {
             self.sys.not_delivered(ev, reason);
             return;
         };
-        pool.handled.fetch_add(1, Ordering::Relaxed);
+        pool.count_handled();
         let start = pool.activity.then(Instant::now);
         let unhandled = self.actors[i].handle(ev);
         if let Some(ev) = unhandled {
@@ -230,7 +230,7 @@ impl MailboxAgent {
 
     fn bootstrap(&mut self, i: usize) {
         let pool = self.sys.pool(self.pool);
-        pool.handled.fetch_add(1, Ordering::Relaxed);
+        pool.count_handled();
         let start = pool.activity.then(Instant::now);
         let parent = self.actors[i].parent();
         self.actors[i].bootstrap(parent);

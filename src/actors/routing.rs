@@ -1,5 +1,6 @@
 //! Routing of a send and YDB's non-delivery rules (see [`ActorSystem`](super::ActorSystem)).
 
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,6 +11,7 @@ use super::flags::EventFlags;
 use super::handle::EventHandle;
 use super::id::ActorId;
 use super::mailbox::Delivery;
+use super::pools::Pool;
 use super::system::SystemInner;
 use super::system_events::Undelivered;
 use crate::mbox::Mbox;
@@ -31,6 +33,21 @@ pub enum Route {
     },
     /// Nothing: not delivered, reason `ActorUnknown`.
     Unknown,
+}
+
+/// One sender's cached route (see [`SystemInner::send_cached`]).
+#[derive(Default)]
+pub(crate) struct RouteCache {
+    route: Option<CachedRoute>,
+    /// The last recipient that missed the cache.
+    last_miss: ActorId,
+}
+
+struct CachedRoute {
+    id: ActorId,
+    mbox: Mbox,
+    alive: Arc<AtomicBool>,
+    pool: u32,
 }
 
 impl SystemInner {
@@ -113,16 +130,69 @@ impl SystemInner {
         let mut h = Some(h);
         let found = pool.table.with(target.hint(), target.local_id(), |mbox| {
             if let Some(h) = h.take() {
-                pool.enqueued.fetch_add(1, Ordering::Relaxed);
-                let d = Delivery::new(h, self.me.clone(), None, true);
-                // A direct mbox never refuses (a refused event reports itself on drop).
-                let _ = mbox.deliver(Message::new_mutable(d), 0);
+                self.enqueue(pool, mbox, h);
             }
         });
         if found.is_none() {
             if let Some(h) = h {
                 self.not_delivered(h, DeadLetterReason::ActorUnknown);
             }
+        }
+    }
+
+    /// Queues `h` to `mbox`, a mailbox of `pool`.
+    #[inline]
+    fn enqueue(&self, pool: &Pool, mbox: &Mbox, h: EventHandle) {
+        if pool.activity {
+            pool.enqueued.fetch_add(1, Ordering::Relaxed);
+        }
+        let d = Delivery::new(h, self.me.clone(), None, pool.activity);
+        // A direct mbox never refuses (a refused event reports itself on drop).
+        let _ = mbox.deliver(Message::new_mutable(d), 0);
+    }
+
+    /// [`send`](Self::send) from an actor, through its route cache: a plain id sent to
+    /// twice in a row is cached with its mailbox and liveness flag, so that the next sends
+    /// to it skip the table (one load instead of the read lock). The flag is cleared
+    /// before the id leaves the table, so a cached route stops at once too.
+    #[inline]
+    pub(crate) fn send_cached(&self, cache: &RefCell<RouteCache>, h: EventHandle) {
+        let r = h.recipient();
+        {
+            let c = cache.borrow();
+            if let Some(route) = &c.route {
+                if route.id == r && route.alive.load(Ordering::Acquire) {
+                    return self.enqueue(self.pool(route.pool), &route.mbox, h);
+                }
+            }
+        }
+        self.send_and_learn(cache, h);
+    }
+
+    #[inline(never)]
+    fn send_and_learn(&self, cache: &RefCell<RouteCache>, h: EventHandle) {
+        let r = h.recipient();
+        let repeated = {
+            let mut c = cache.borrow_mut();
+            std::mem::replace(&mut c.last_miss, r) == r
+        };
+        if !repeated || r.is_service() || self.is_remote(r) {
+            return self.send(h);
+        }
+        let Some(pool) = self.pools.get(r.pool_id() as usize) else {
+            return self.send(h);
+        };
+        match pool.table.resolve(r.hint(), r.local_id()) {
+            Some((mbox, alive)) => {
+                self.enqueue(pool, &mbox, h);
+                cache.borrow_mut().route = Some(CachedRoute {
+                    id: r,
+                    mbox,
+                    alive,
+                    pool: r.pool_id(),
+                });
+            }
+            None => self.send(h),
         }
     }
 

@@ -4,6 +4,7 @@
 //! |---|---|
 //! | `local_id` | the actor living in the slot; 0 when the slot is free (local ids start at 1) |
 //! | `mbox` | its mailbox (the direct mbox of the agent hosting it); `None` while reserved |
+//! | `alive` | cleared when the actor leaves: senders that cached the route check it |
 //!
 //! A lookup is one index and one compare: `slots[hint]`, then `local_id ==`; no hashing.
 //! A freed hint goes to the free list and is reused by a later actor, with a new local id
@@ -15,6 +16,9 @@
 //! actor removed while a sender holds its mbox still gets that event queued; the mailbox
 //! then treats it as not delivered (see `mailbox.rs`).
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
 use parking_lot::RwLock;
 
 use crate::mbox::Mbox;
@@ -22,6 +26,7 @@ use crate::mbox::Mbox;
 struct Slot {
     local_id: u64,
     mbox: Option<Mbox>,
+    alive: Arc<AtomicBool>,
 }
 
 #[derive(Default)]
@@ -43,18 +48,17 @@ impl ActorTable {
     pub(crate) fn reserve(&self, local_id: u64) -> Option<u32> {
         let mut s = self.slab.write();
         s.live += 1;
+        let slot = Slot {
+            local_id,
+            mbox: None,
+            alive: Arc::new(AtomicBool::new(true)),
+        };
         if let Some(hint) = s.free.pop() {
-            s.slots[hint as usize] = Slot {
-                local_id,
-                mbox: None,
-            };
+            s.slots[hint as usize] = slot;
             return Some(hint);
         }
         let hint = u32::try_from(s.slots.len()).ok()?;
-        s.slots.push(Slot {
-            local_id,
-            mbox: None,
-        });
+        s.slots.push(slot);
         Some(hint)
     }
 
@@ -73,6 +77,7 @@ impl ActorTable {
         let mut s = self.slab.write();
         match s.slots.get_mut(hint as usize) {
             Some(slot) if slot.local_id == local_id && local_id != 0 => {
+                slot.alive.store(false, Ordering::Release);
                 slot.local_id = 0;
                 let mbox = slot.mbox.take();
                 s.free.push(hint);
@@ -98,7 +103,21 @@ impl ActorTable {
             Some(Slot {
                 local_id: l,
                 mbox: Some(m),
+                ..
             }) if *l == local_id => Some(f(m)),
+            _ => None,
+        }
+    }
+
+    /// The mailbox of `(hint, local_id)` and the actor's liveness flag, to cache.
+    pub(crate) fn resolve(&self, hint: u32, local_id: u64) -> Option<(Mbox, Arc<AtomicBool>)> {
+        let s = self.slab.read_recursive();
+        match s.slots.get(hint as usize) {
+            Some(Slot {
+                local_id: l,
+                mbox: Some(m),
+                alive,
+            }) if *l == local_id => Some((m.clone(), alive.clone())),
             _ => None,
         }
     }

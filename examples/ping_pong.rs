@@ -29,6 +29,10 @@ impl Agent for Pinger {
     }
 
     fn on_start(&mut self, ctx: &mut Context<Self>) {
+        println!(
+            "pinger: introducing myself to the ponger, then {} pings",
+            self.rounds
+        );
         send(&self.ponger, Hello(ctx.direct_mbox())).unwrap();
         self.started = Some(Instant::now());
         send(&self.ponger, Ping(1)).unwrap();
@@ -43,6 +47,7 @@ impl Pinger {
         }
         let secs = self.started.expect("started").elapsed().as_secs_f64();
         let messages = 2 * self.rounds;
+        println!("pinger: pong {} came back, the last one", pong.0);
         println!(
             "{} rounds ({} messages) in {:.3} s: {:.1} M msg/s",
             self.rounds,
@@ -57,11 +62,18 @@ impl Pinger {
 impl Agent for Ponger {
     fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
         ctx.subscribe_self()
-            .event(|a: &mut Self, _, hello: &Hello| a.pinger = Some(hello.0.clone()))?;
+            .event(|a: &mut Self, _, hello: &Hello| {
+                println!("ponger: the pinger said hello; answering each ping with a pong");
+                a.pinger = Some(hello.0.clone());
+            })?;
         ctx.subscribe_self().event(|a: &mut Self, _, ping: &Ping| {
             send(a.pinger.as_ref().expect("hello first"), Pong(ping.0)).unwrap();
         })?;
         Ok(())
+    }
+
+    fn on_finish(&mut self, _ctx: &mut Context<Self>) {
+        println!("ponger: done, the coop is deregistered");
     }
 }
 

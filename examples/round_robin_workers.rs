@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use agentbox::dispatcher::thread_pool;
 use agentbox::prelude::*;
+use agentbox::{BindParams, Fifo};
 use agentbox_extra::round_robin;
 
 const JOBS: u32 = 1200;
@@ -45,8 +46,12 @@ fn main() {
         let jobs = round_robin::create(env);
         let pool = thread_pool::Builder::new().threads(2).build().unwrap();
         let total = Arc::new(Mutex::new(0));
+        // Individual FIFO: each worker has its own queue on the pool, so workers run in
+        // parallel. With the default cooperation FIFO, the agents of one coop share one
+        // queue that one pool thread serves at a time: four workers, one thread busy.
+        let binder = pool.binder_with(BindParams::new().fifo(Fifo::Individual));
         env.introduce_coop(|coop| {
-            coop.set_binder(pool.binder());
+            coop.set_binder(binder);
             for id in 0..WORKERS {
                 coop.add_agent(Worker {
                     id,

@@ -67,6 +67,8 @@ fn a_panic_in_on_start_deregisters_the_coop_and_on_finish_still_runs() {
     assert_eq!(finished.load(Ordering::SeqCst), 1);
     assert_eq!(errors.len(), 1);
     assert!(errors[0].contains("on_start failed"), "{errors:?}");
+    // The log line names the hook, not "a handler".
+    assert!(errors[0].contains("failed in on_start"), "{errors:?}");
 }
 
 #[test]
@@ -82,6 +84,7 @@ fn a_panic_in_on_finish_is_caught_and_the_coop_still_completes() {
     assert_eq!(notes, ["dereg Normal"]);
     assert_eq!(finished.load(Ordering::SeqCst), 1);
     assert!(errors[0].contains("on_finish failed"), "{errors:?}");
+    assert!(errors[0].contains("failed in on_finish"), "{errors:?}");
 }
 
 #[test]

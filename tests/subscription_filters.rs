@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use agentbox::prelude::*;
-use agentbox::{SubscribeError, WrappedEnv};
+use agentbox::{EnvParams, SubscribeError, WrappedEnv};
 use common::{run_script, send_self, within_patience, Log, Script};
 
 struct Switch;
@@ -259,4 +259,97 @@ fn filters_go_when_the_agent_goes() {
         assert_eq!(calls.load(Ordering::SeqCst), before);
         wrapped.stop_then_join().unwrap();
     });
+}
+
+/// Subscribes to `u32` on an MPMC mbox, maybe through a filter that panics on odd numbers.
+struct Listener {
+    name: &'static str,
+    source: Mbox,
+    panicky: bool,
+    reaction: ExceptionReaction,
+    log: Log,
+}
+
+impl Agent for Listener {
+    fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+        let source = self.source.clone();
+        if self.panicky {
+            ctx.set_delivery_filter(&source, |n: &u32| {
+                assert!(n % 2 == 0, "odd");
+                true
+            })?;
+        }
+        ctx.subscribe(&source)
+            .event(|a: &mut Self, _, n: &u32| a.log.push(format!("{} {n}", a.name)))?;
+        Ok(())
+    }
+    fn exception_reaction(&self) -> ExceptionReaction {
+        self.reaction
+    }
+}
+
+/// A panicking filter is a refusal for its subscriber only: the fan-out completes for the
+/// others, `send` succeeds, and the panic goes to the filter owner's exception reaction.
+fn fan_out_past_a_panicking_filter(reaction: ExceptionReaction) -> (Vec<String>, Vec<String>) {
+    let log = Log::new();
+    let errors = Log::new();
+    let (l, e) = (log.clone(), errors.clone());
+    within_patience(move || {
+        let params = EnvParams::new().error_logger(move |line| e.push(line));
+        Environment::launch_with(params, move |env| {
+            let source = env.create_mbox();
+            // One coop each: a coop deregistered by the reaction takes only `b`.
+            for (name, panicky) in [("a", false), ("b", true), ("c", false)] {
+                env.introduce_coop(|coop| {
+                    coop.add_agent(Listener {
+                        name,
+                        source: source.clone(),
+                        panicky,
+                        reaction,
+                        log: l.clone(),
+                    });
+                })
+                .unwrap();
+            }
+            send(&source, 1u32).unwrap();
+            send(&source, 2u32).unwrap();
+            // With Ignore, b handles 2; with DeregisterCoop, b's coop is gone or going.
+            let expected = if reaction == ExceptionReaction::Ignore {
+                5
+            } else {
+                4
+            };
+            l.wait_for(expected);
+            env.stop();
+        })
+        .unwrap();
+    });
+    (log.get(), errors.get())
+}
+
+#[test]
+fn a_panicking_filter_refuses_for_its_owner_only_and_the_owner_reacts() {
+    let (log, errors) = fan_out_past_a_panicking_filter(ExceptionReaction::Ignore);
+    let mut sorted = log.clone();
+    sorted.sort();
+    assert_eq!(sorted, ["a 1", "a 2", "b 2", "c 1", "c 2"]);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0].contains("failed in a delivery filter") && errors[0].contains("odd"),
+        "{errors:?}"
+    );
+}
+
+#[test]
+fn a_panicking_filter_deregisters_its_owners_coop_when_that_is_the_reaction() {
+    let (log, errors) = fan_out_past_a_panicking_filter(ExceptionReaction::DeregisterCoop);
+    // b's coop goes with reason Panic (b handles nothing: its message 2 is either
+    // refused at delivery or dropped by the deregistration); a and c get both messages.
+    let mut sorted = log.clone();
+    sorted.sort();
+    assert_eq!(sorted, ["a 1", "a 2", "c 1", "c 2"]);
+    assert!(
+        errors.iter().any(|e| e.contains("DeregisterCoop")),
+        "{errors:?}"
+    );
 }

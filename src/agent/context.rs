@@ -285,7 +285,7 @@ impl<A: Agent> Context<A> {
             &me,
             mbox,
             MessageType::of::<M>(),
-            DeliveryFilter::new(filter),
+            DeliveryFilter::new(filter).owned_by(&me.0),
         )
     }
 

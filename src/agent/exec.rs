@@ -397,7 +397,11 @@ impl<A: Agent> AgentExec for Inner<A> {
             DemandKind::Bind(..) => unreachable!("the worker's table takes Bind demands"),
         };
         if let Err(failure) = result {
-            exception::react(core, failure, "a handler");
+            let during = match kind {
+                DemandKind::Start => "on_start",
+                _ => "a handler",
+            };
+            exception::react(core, failure, during);
         }
         false
     }

@@ -170,6 +170,12 @@ impl BindParams {
 }
 
 /// How a thread pool queues the demands of the agents a binder binds.
+///
+/// What it means for parallelism: a queue is served by one pool thread at a time. With
+/// [`Cooperation`](Fifo::Cooperation) (the default, as in SObjectizer) all the agents of a
+/// coop share one queue, so a coop of many workers keeps only one thread busy however many
+/// the pool has; use [`Individual`](Fifo::Individual), or one coop per worker, to spread
+/// them over the pool's threads (`examples/round_robin_workers.rs` does).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Fifo {
     /// Agents of one coop bound with one binder share a queue: they never run in parallel

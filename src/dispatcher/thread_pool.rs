@@ -2,7 +2,10 @@
 //! queues.
 //!
 //! An agent queue (one per coop and binder with [`Fifo::Cooperation`], the default; one
-//! per agent with [`Fifo::Individual`]) owns the executors of its agents. A queue is in the
+//! per agent with [`Fifo::Individual`]) owns the executors of its agents. One thread
+//! serves a queue at a time, so the agents of one coop under cooperation FIFO never run in
+//! parallel, whatever the number of threads: choose individual FIFO (or a coop per agent)
+//! for agents that should. A queue is in the
 //! ready queue at most once; the worker that takes it runs its demands alone, so an
 //! agent's handlers never overlap and a queue's demands run in FIFO order.
 //!

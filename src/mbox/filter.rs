@@ -1,8 +1,11 @@
 //! Delivery filters: per (mbox, message type, subscriber) predicates run by the sender.
 
 use std::fmt;
-use std::sync::Arc;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Arc, OnceLock, Weak};
 
+use crate::agent::core::AgentCore;
+use crate::exception::{self, Failure};
 use crate::message::{Access, Message};
 
 /// A predicate that decides, on the sender's thread and before anything is queued, whether
@@ -12,6 +15,17 @@ use crate::message::{Access, Message};
 /// custom mboxes receive them in
 /// [`MboxImpl::set_delivery_filter`](crate::MboxImpl::set_delivery_filter) and evaluate
 /// them with [`accepts`](Self::accepts).
+///
+/// # A filter that panics
+///
+/// A panic in a filter counts as a refusal: that subscriber does not get the message, every
+/// other subscriber of the same send still does, and `send` returns as if nothing happened.
+/// The panic goes to the exception reaction of the agent that set the filter (through
+/// [`Context::set_delivery_filter`](crate::Context::set_delivery_filter)), as a panic in one
+/// of its handlers would, and is logged through the environment's error logger: with the
+/// default reaction, [`Abort`](crate::ExceptionReaction::Abort), the process ends, as in
+/// SObjectizer. A filter built with [`new`](Self::new) and never given to an agent logs the
+/// panic to stderr.
 ///
 /// # Examples
 ///
@@ -23,7 +37,13 @@ use crate::message::{Access, Message};
 /// assert!(!even.accepts(&Message::new("not a u32")));
 /// ```
 #[derive(Clone)]
-pub struct DeliveryFilter(Arc<dyn Fn(&Message) -> bool + Send + Sync>);
+pub struct DeliveryFilter(Arc<Inner>);
+
+struct Inner {
+    predicate: Box<dyn Fn(&Message) -> bool + Send + Sync>,
+    /// The agent whose exception reaction a panic goes to.
+    owner: OnceLock<Weak<AgentCore>>,
+}
 
 impl DeliveryFilter {
     /// A filter over messages of type `M`; messages of any other type are rejected.
@@ -32,16 +52,45 @@ impl DeliveryFilter {
         M: 'static,
         F: Fn(&M) -> bool + Send + Sync + 'static,
     {
-        DeliveryFilter(Arc::new(move |msg: &Message| {
-            msg.downcast_ref::<M>().is_some_and(&predicate)
+        DeliveryFilter(Arc::new(Inner {
+            predicate: Box::new(move |msg: &Message| {
+                msg.downcast_ref::<M>().is_some_and(&predicate)
+            }),
+            owner: OnceLock::new(),
         }))
     }
 
+    /// The same filter, owned by `agent`: its panics go to that agent's exception reaction.
+    pub(crate) fn owned_by(self, agent: &Arc<AgentCore>) -> Self {
+        let _ = self.0.owner.set(Arc::downgrade(agent));
+        self
+    }
+
     /// Whether the message passes the filter. An enveloped message is first revealed for
-    /// [`Access::Inspection`]; one its envelope hides is rejected.
+    /// [`Access::Inspection`]; one its envelope hides is rejected. A panic in the predicate
+    /// is a rejection (see the type's docs).
     #[inline]
     pub fn accepts(&self, msg: &Message) -> bool {
-        msg.reveal(Access::Inspection).is_some_and(|m| (self.0)(m))
+        let Some(m) = msg.reveal(Access::Inspection) else {
+            return false;
+        };
+        match catch_unwind(AssertUnwindSafe(|| (self.0.predicate)(m))) {
+            Ok(pass) => pass,
+            Err(payload) => {
+                self.panicked(&payload);
+                false
+            }
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn panicked(&self, payload: &Box<dyn std::any::Any + Send>) {
+        let failure = Failure::Panic(exception::panic_message(payload));
+        match self.0.owner.get().and_then(Weak::upgrade) {
+            Some(owner) => exception::react(&owner, failure, "a delivery filter"),
+            None => eprintln!("agentbox: a delivery filter failed: {failure}"),
+        }
     }
 }
 

@@ -7,15 +7,8 @@ use super::event::{Event, EventType};
 use super::flags::EventFlags;
 use super::id::ActorId;
 
-/// The event inside a handle: a local Rust value, or bytes from (or for) the wire.
-enum Payload {
-    /// A local event, never serialized.
-    Local(Box<dyn Any + Send>),
-    /// A serialized event (the interconnect's form); decoded by the receiver.
-    Serialized(Vec<u8>),
-    /// Taken by [`EventHandle::take`].
-    Taken,
-}
+/// A serialized event (the interconnect's form), boxed as the payload like a local event.
+struct Serialized(Vec<u8>);
 
 /// One event with everything YDB's `IEventHandle` carries: type, flags (with the channel),
 /// recipient, sender, cookie, the forward target on non-delivery, and the event itself.
@@ -64,9 +57,14 @@ pub struct EventHandle {
     rewrite: ActorId,
     sender: ActorId,
     cookie: u64,
-    forward_target: ActorId,
-    payload: Payload,
+    /// Boxed, as YDB's `OnNondeliveryHolder`: rare, and the handle is moved often.
+    forward_target: Option<Box<ActorId>>,
+    /// The local event, or a [`Serialized`]; `None` once taken.
+    payload: Option<Box<dyn Any + Send>>,
 }
+
+// Kept small: a handle is moved several times per hop.
+const _: () = assert!(std::mem::size_of::<EventHandle>() <= 88);
 
 impl EventHandle {
     /// A handle carrying `event` from `sender` to `recipient`, no flags, cookie 0.
@@ -78,8 +76,8 @@ impl EventHandle {
             rewrite: recipient,
             sender,
             cookie: 0,
-            forward_target: ActorId::EMPTY,
-            payload: Payload::Local(Box::new(event)),
+            forward_target: None,
+            payload: Some(Box::new(event)),
         }
     }
 
@@ -98,8 +96,8 @@ impl EventHandle {
             rewrite: recipient,
             sender,
             cookie: 0,
-            forward_target: ActorId::EMPTY,
-            payload: Payload::Serialized(bytes),
+            forward_target: None,
+            payload: Some(Box::new(Serialized(bytes))),
         }
     }
 
@@ -120,7 +118,7 @@ impl EventHandle {
     /// `forwardOnNondelivery`; local targets only).
     pub fn forward_on_nondelivery(mut self, target: ActorId) -> EventHandle {
         self.flags |= EventFlags::FORWARD_ON_NONDELIVERY;
-        self.forward_target = target;
+        self.forward_target = Some(Box::new(target));
         self
     }
 
@@ -158,7 +156,7 @@ impl EventHandle {
     /// Where the event goes if it cannot be delivered and
     /// [`FORWARD_ON_NONDELIVERY`](EventFlags::FORWARD_ON_NONDELIVERY) is set; empty if none.
     pub fn forward_target(&self) -> ActorId {
-        self.forward_target
+        self.forward_target.as_deref().copied().unwrap_or_default()
     }
 
     /// Whether the handle carries a local event of type `E` (not taken).
@@ -169,7 +167,7 @@ impl EventHandle {
     /// The local event, if it is an `E` and has not been taken.
     pub fn get<E: Event>(&self) -> Option<&E> {
         match &self.payload {
-            Payload::Local(b) if self.event_type == E::EVENT_TYPE => b.downcast_ref::<E>(),
+            Some(b) if self.event_type == E::EVENT_TYPE => b.downcast_ref::<E>(),
             _ => None,
         }
     }
@@ -177,7 +175,7 @@ impl EventHandle {
     /// The local event, mutably, if it is an `E` and has not been taken.
     pub fn get_mut<E: Event>(&mut self) -> Option<&mut E> {
         match &mut self.payload {
-            Payload::Local(b) if self.event_type == E::EVENT_TYPE => b.downcast_mut::<E>(),
+            Some(b) if self.event_type == E::EVENT_TYPE => b.downcast_mut::<E>(),
             _ => None,
         }
     }
@@ -185,10 +183,7 @@ impl EventHandle {
     /// Takes the local event out if it is an `E`; the handle keeps its fields.
     pub fn take<E: Event>(&mut self) -> Option<E> {
         self.get::<E>()?;
-        match std::mem::replace(&mut self.payload, Payload::Taken) {
-            Payload::Local(b) => b.downcast::<E>().ok().map(|b| *b),
-            _ => None,
-        }
+        self.payload.take()?.downcast::<E>().ok().map(|b| *b)
     }
 
     /// The local event by value if it is an `E`; otherwise the handle back.
@@ -206,14 +201,14 @@ impl EventHandle {
     /// The bytes of a serialized event.
     pub fn serialized_bytes(&self) -> Option<&[u8]> {
         match &self.payload {
-            Payload::Serialized(b) => Some(b),
+            Some(b) => b.downcast_ref::<Serialized>().map(|s| s.0.as_slice()),
             _ => None,
         }
     }
 
     /// Whether the event is serialized bytes rather than a local value.
     pub fn is_serialized(&self) -> bool {
-        matches!(self.payload, Payload::Serialized(_))
+        self.serialized_bytes().is_some()
     }
 
     /// Gives the handle back from a state function: "I do not handle this". A
@@ -237,8 +232,8 @@ impl EventHandle {
     /// `FORWARD_ON_NONDELIVERY` and `SUBSCRIBE_ON_SESSION` cleared; the old recipient is
     /// kept as the (now unused) forward target.
     pub(crate) fn into_forwarded(mut self) -> EventHandle {
-        let target = self.forward_target;
-        self.forward_target = self.recipient;
+        let target = self.forward_target();
+        self.forward_target = Some(Box::new(self.recipient));
         self.flags = self
             .flags
             .without(EventFlags::FORWARD_ON_NONDELIVERY | EventFlags::SUBSCRIBE_ON_SESSION);

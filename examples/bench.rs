@@ -96,4 +96,227 @@ fn main() {
         let coops = 20_000 * scale;
         rate("coop_reg", coops, scenarios::coop_reg(coops), "coops/s");
     }
+    if run("ydb_ping_pong_one_thread") {
+        let rounds = 2_000_000 * scale;
+        let t = ydb::ping_pong_one_thread(rounds);
+        rate("ydb_ping_pong_one_thread", 2 * rounds, t, "msg/s");
+    }
+    if run("ydb_send_by_id") {
+        let n = 1_000_000 * scale;
+        let t = ydb::send_by_id(n);
+        println!(
+            "RESULT name=ydb_send_by_id value={:.1} unit=ns",
+            t.as_nanos() as f64 / n as f64
+        );
+    }
+    if run("ydb_register") {
+        let n = 100_000 * scale;
+        rate("ydb_register", n, ydb::register(n), "actors/s");
+    }
+}
+
+/// The scenarios of the YDB actor layer (`agentbox::actors`).
+mod ydb {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    use agentbox::actors::*;
+    use agentbox::{ActorId, Environment};
+
+    const SPACE: u32 = event_space_begin(ES_USERSPACE);
+
+    /// Empty, as YDB's `TEvPing` of its `01_ping_pong`.
+    struct Ping;
+    impl Event for Ping {
+        const EVENT_TYPE: u32 = SPACE + 1;
+    }
+    struct Pong;
+    impl Event for Pong {
+        const EVENT_TYPE: u32 = SPACE + 2;
+    }
+
+    type Elapsed = Arc<parking_lot::Mutex<Option<Duration>>>;
+
+    struct Ponger;
+    impl Actor for Ponger {
+        fn bootstrap(&mut self, ctx: &mut ActorContext<Self>, _: ActorId) {
+            ctx.become_state(Self::serving);
+        }
+    }
+    impl Ponger {
+        fn serving(&mut self, ctx: &mut ActorContext<Self>, ev: EventHandle) -> Handled {
+            if ev.event_type() == Ping::EVENT_TYPE {
+                ctx.send(ev.sender(), Pong);
+                return Handled::Yes;
+            }
+            ev.unhandled()
+        }
+    }
+
+    struct Pinger {
+        ponger: ActorId,
+        rounds: u64,
+        done: u64,
+        started: Instant,
+        elapsed: Elapsed,
+    }
+    impl Actor for Pinger {
+        fn bootstrap(&mut self, ctx: &mut ActorContext<Self>, _: ActorId) {
+            ctx.become_state(Self::playing);
+            self.started = Instant::now();
+            ctx.send(self.ponger, Ping);
+        }
+    }
+    impl Pinger {
+        fn playing(&mut self, ctx: &mut ActorContext<Self>, ev: EventHandle) -> Handled {
+            if ev.event_type() != Pong::EVENT_TYPE {
+                return ev.unhandled();
+            }
+            self.done += 1;
+            if self.done < self.rounds {
+                ctx.send(self.ponger, Ping);
+            } else {
+                *self.elapsed.lock() = Some(self.started.elapsed());
+                ctx.send(self.ponger, Poison);
+                let _ = ctx.pass_away();
+            }
+            Handled::Yes
+        }
+    }
+
+    /// Two actors on a one-thread pool bounce `rounds` round trips by `ActorId`.
+    pub fn ping_pong_one_thread(rounds: u64) -> Duration {
+        let elapsed = Elapsed::default();
+        let e = elapsed.clone();
+        Environment::launch(move |env| {
+            let sys = ActorSystem::start(env, SystemSetup::new(1)).unwrap();
+            let ponger = sys.register(Ponger).unwrap();
+            sys.register(Pinger {
+                ponger,
+                rounds,
+                done: 0,
+                started: Instant::now(),
+                elapsed: e,
+            })
+            .unwrap();
+        })
+        .unwrap();
+        let t = elapsed.lock().take().expect("the pinger finished");
+        t
+    }
+
+    /// Counts what it gets; passes away after `n`.
+    struct Sink {
+        n: u64,
+        got: u64,
+    }
+    impl Actor for Sink {
+        fn bootstrap(&mut self, ctx: &mut ActorContext<Self>, _: ActorId) {
+            ctx.become_state(Self::counting);
+        }
+    }
+    impl Sink {
+        fn counting(&mut self, ctx: &mut ActorContext<Self>, ev: EventHandle) -> Handled {
+            if ev.event_type() != Ping::EVENT_TYPE {
+                return ev.unhandled();
+            }
+            self.got += 1;
+            if self.got == self.n {
+                let _ = ctx.pass_away();
+            }
+            Handled::Yes
+        }
+    }
+
+    /// Next batch of sends, from the sender to itself.
+    struct Next;
+    impl Event for Next {
+        const EVENT_TYPE: u32 = SPACE + 3;
+    }
+
+    /// Sends `n` events by id to a sink on its own one-thread pool, in batches of 1000
+    /// (each batch handled before the next, so the queue stays short), each one routed
+    /// through the pool's table (the system handle has no route cache); adds up the time
+    /// of the sends alone.
+    struct Sender {
+        sink: ActorId,
+        left: u64,
+        spent: Duration,
+        elapsed: Elapsed,
+    }
+    impl Actor for Sender {
+        fn bootstrap(&mut self, ctx: &mut ActorContext<Self>, _: ActorId) {
+            ctx.become_state(Self::sending);
+            ctx.send(ctx.self_id(), Next);
+        }
+    }
+    impl Sender {
+        fn sending(&mut self, ctx: &mut ActorContext<Self>, ev: EventHandle) -> Handled {
+            if ev.event_type() != Next::EVENT_TYPE {
+                return ev.unhandled();
+            }
+            let sys = ctx.system();
+            let batch = self.left.min(1000);
+            let start = Instant::now();
+            for _ in 0..batch {
+                sys.send(self.sink, Ping);
+            }
+            self.spent += start.elapsed();
+            self.left -= batch;
+            if self.left == 0 {
+                *self.elapsed.lock() = Some(self.spent);
+                let _ = ctx.pass_away();
+            } else {
+                ctx.send(ctx.self_id(), Next);
+            }
+            Handled::Yes
+        }
+    }
+
+    pub fn send_by_id(n: u64) -> Duration {
+        let elapsed = Elapsed::default();
+        let e = elapsed.clone();
+        Environment::launch(move |env| {
+            let sys = ActorSystem::start(env, SystemSetup::new(1)).unwrap();
+            let sink = sys.register(Sink { n, got: 0 }).unwrap();
+            sys.register(Sender {
+                sink,
+                left: n,
+                spent: Duration::ZERO,
+                elapsed: e,
+            })
+            .unwrap();
+        })
+        .unwrap();
+        let t = elapsed.lock().take().expect("the sender finished");
+        t
+    }
+
+    /// Passes away in its bootstrap.
+    struct Brief(Arc<AtomicU64>);
+    impl Actor for Brief {
+        fn bootstrap(&mut self, ctx: &mut ActorContext<Self>, _: ActorId) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+            let _ = ctx.pass_away();
+        }
+    }
+
+    /// Registers `n` actors from outside (register + bootstrap + pass away each), until
+    /// the environment has finalized them all.
+    pub fn register(n: u64) -> Duration {
+        let count = Arc::new(AtomicU64::new(0));
+        let c = count.clone();
+        let start = Instant::now();
+        Environment::launch(move |env| {
+            let sys = ActorSystem::start(env, SystemSetup::new(1)).unwrap();
+            for _ in 0..n {
+                sys.register(Brief(c.clone())).unwrap();
+            }
+        })
+        .unwrap();
+        let t = start.elapsed();
+        assert_eq!(count.load(Ordering::Relaxed), n, "every actor bootstrapped");
+        t
+    }
 }

@@ -138,6 +138,19 @@ impl Delivery {
     }
 }
 
+impl Delivery {
+    /// A delivery without a handle: asks the mailbox to deregister (the system stops).
+    /// One message type for both keeps a mailbox at one subscription.
+    pub(crate) fn stop() -> Self {
+        Delivery {
+            handle: None,
+            sys: Weak::new(),
+            cancelled: None,
+            counted: false,
+        }
+    }
+}
+
 impl Drop for Delivery {
     fn drop(&mut self) {
         let Some(h) = self.handle.take() else { return };
@@ -158,8 +171,6 @@ impl Drop for Delivery {
     }
 }
 
-/// Asks a mailbox to deregister (the system is stopping).
-pub(crate) struct StopMailbox;
 
 /// The agent that is a mailbox.
 pub(crate) struct MailboxAgent {
@@ -257,20 +268,19 @@ impl Agent for MailboxAgent {
         for a in &mut self.actors {
             a.set_mailbox(&mbox);
         }
-        if let Ok(me) = ctx.me() {
-            self.sys.register_stats(&me);
+        if !self.sys.stats_registered() {
+            if let Ok(me) = ctx.me() {
+                self.sys.register_stats(&me);
+            }
         }
         ctx.subscribe_self()
-            .event_mutable(|a: &mut Self, ctx, mut d: Delivery| {
-                if let Some(ev) = d.handle.take() {
+            .event_mutable(|a: &mut Self, ctx, mut d: Delivery| match d.handle.take() {
+                Some(ev) => {
                     let counted = d.counted;
                     drop(d);
                     a.deliver(ctx, ev, counted);
                 }
-            })?;
-        ctx.subscribe_self()
-            .event(|_: &mut Self, ctx, _: &StopMailbox| {
-                ctx.deregister_coop(DeregReason::Shutdown);
+                None => ctx.deregister_coop(DeregReason::Shutdown),
             })?;
         Ok(())
     }

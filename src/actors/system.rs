@@ -12,7 +12,7 @@ use super::event::Event;
 use super::flags::EventFlags;
 use super::handle::EventHandle;
 use super::id::ActorId;
-use super::mailbox::{Cell, Hosted, MailboxAgent, StopMailbox};
+use super::mailbox::{Cell, Delivery, Hosted, MailboxAgent};
 use super::pools::{Pool, PoolConfig, PoolStats};
 use super::routing::Route;
 use super::services::{LocalServices, ServiceError};
@@ -240,6 +240,8 @@ pub(crate) struct SystemInner {
     pub(crate) me: Weak<SystemInner>,
     /// Holds the system's stats source (the stats controller holds it weakly).
     stats_reg: SourceReg,
+    /// Whether the source is registered with the environment (by the first mailbox).
+    stats_registered: AtomicBool,
 }
 
 impl ActorSystem {
@@ -292,6 +294,7 @@ impl ActorSystem {
                 stopping: AtomicBool::new(false),
                 me: me.clone(),
                 stats_reg: SourceReg::new(source),
+                stats_registered: AtomicBool::new(false),
             }
         });
         let system = ActorSystem(inner);
@@ -459,7 +462,7 @@ impl ActorSystem {
         self.0.stopping.store(true, Ordering::Release);
         for pool in &self.0.pools {
             for m in pool.table.mailboxes() {
-                let _ = m.send(StopMailbox);
+                let _ = m.send_mutable(Delivery::stop());
             }
         }
     }
@@ -585,6 +588,12 @@ impl SystemInner {
 
     pub(crate) fn register_stats(&self, agent: &AgentRef) {
         self.stats_reg.register(agent);
+        self.stats_registered.store(true, Ordering::Release);
+    }
+
+    #[inline]
+    pub(crate) fn stats_registered(&self) -> bool {
+        self.stats_registered.load(Ordering::Acquire)
     }
 }
 

@@ -72,6 +72,9 @@ fn nested_switch_exits_up_to_the_common_ancestor_then_enters_down_to_the_leaf() 
             "exit a",
             "enter b",
             "enter b1",
+            // On the way out (the coop deregisters): back to the default state.
+            "exit b1",
+            "exit b",
         ]
     );
 }
@@ -164,7 +167,7 @@ fn transfer_to_state_switches_and_handles_the_same_message_there() {
             Ok(())
         })
     });
-    assert_eq!(log, ["enter a", "exit a", "enter b", "b got 7"]);
+    assert_eq!(log, ["enter a", "exit a", "enter b", "b got 7", "exit b"]);
 }
 
 #[test]
@@ -245,7 +248,7 @@ fn just_switch_to_switches_without_handling() {
             Ok(())
         })
     });
-    assert_eq!(log, ["enter a", "exit a", "enter b", "b got 2"]);
+    assert_eq!(log, ["enter a", "exit a", "enter b", "b got 2", "exit b"]);
 }
 
 #[test]
@@ -352,7 +355,7 @@ fn several_switches_in_one_handler_apply_in_order() {
             Ok(())
         })
     });
-    assert_eq!(log, ["enter a", "exit a", "enter b"]);
+    assert_eq!(log, ["enter a", "exit a", "enter b", "exit b"]);
 }
 
 #[test]
@@ -405,4 +408,77 @@ fn the_default_state_has_no_substates() {
         })
     });
     assert_eq!(log, ["Err(DefaultStateIsFlat)"]);
+}
+
+// ---- leaving the state on the way out ----
+
+/// An agent in `outer/inner` with logged hooks, which ends by deregistering its coop, by
+/// a panic (reaction: deregister the coop), or by the environment stopping.
+fn on_the_way_out(how: &'static str) -> Vec<String> {
+    within_patience(move || {
+        let log = Log::new();
+        let l = log.clone();
+        Environment::launch(move |env| {
+            env.introduce_coop(|coop| {
+                coop.add_agent(
+                    Script::new(&l)
+                        .reaction(ExceptionReaction::DeregisterCoop)
+                        .setup(|_, ctx| {
+                            let outer = State::new("outer");
+                            let inner = outer.initial_substate("inner")?;
+                            log_hooks(ctx, &[&outer, &inner]);
+                            ctx.change_state(&outer)?;
+                            Ok(())
+                        })
+                        .start(move |s, ctx| {
+                            s.log.push("started".to_owned());
+                            match how {
+                                "deregister" => ctx.deregister_coop(DeregReason::Normal),
+                                "panic" => panic!("on purpose"),
+                                _ => ctx.environment().stop(),
+                            }
+                        }),
+                );
+            })
+            .unwrap();
+        })
+        .unwrap();
+        log.get()
+    })
+}
+
+#[test]
+fn deregistering_returns_the_agent_to_the_default_state_leaf_first() {
+    assert_eq!(
+        on_the_way_out("deregister"),
+        [
+            "enter outer",
+            "enter inner",
+            "started",
+            "exit inner",
+            "exit outer"
+        ]
+    );
+}
+
+#[test]
+fn stopping_the_environment_returns_the_agent_to_the_default_state() {
+    assert_eq!(
+        on_the_way_out("stop"),
+        [
+            "enter outer",
+            "enter inner",
+            "started",
+            "exit inner",
+            "exit outer"
+        ]
+    );
+}
+
+#[test]
+fn an_agent_deregistered_after_a_panic_leaves_its_state_without_hooks() {
+    assert_eq!(
+        on_the_way_out("panic"),
+        ["enter outer", "enter inner", "started"]
+    );
 }

@@ -121,7 +121,10 @@ fn each_step_is_traced_in_order() {
         states,
         [
             (StateLeft, "<default>".to_owned()),
-            (StateEntered, "other".to_owned())
+            (StateEntered, "other".to_owned()),
+            // On the way out: back to the default state.
+            (StateLeft, "other".to_owned()),
+            (StateEntered, "<default>".to_owned()),
         ]
     );
 }

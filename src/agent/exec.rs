@@ -382,6 +382,17 @@ impl<A: Agent> AgentExec for Inner<A> {
                     agent.on_finish(ctx);
                     inner.apply_pending()
                 });
+                // On the way out the agent returns to the default state (SObjectizer since
+                // 5.5.15): the `on_exit` hooks of its current state and of every parent run,
+                // leaf first. Not after a panic: its state may be what broke.
+                let coop = core.coop();
+                let panicked = coop.as_ref().and_then(|c| c.dereg_reason())
+                    == Some(crate::coop::DeregReason::Panic);
+                let left = if panicked {
+                    Ok(())
+                } else {
+                    self.guarded(|inner| inner.switch_to(super::state::default_state()))
+                };
                 // Whatever on_finish did, the agent is done: it gets nothing more.
                 self.ctx.subs.drop_all(&AgentRef(core.clone()));
                 core.direct_clear();
@@ -389,7 +400,10 @@ impl<A: Agent> AgentExec for Inner<A> {
                 if let Err(failure) = result {
                     exception::react(core, failure, "on_finish");
                 }
-                if let Some(coop) = core.coop() {
+                if let Err(failure) = left {
+                    exception::react(core, failure, "an on_exit hook on the way out");
+                }
+                if let Some(coop) = coop {
                     coop.agent_finished();
                 }
                 return true;

@@ -87,6 +87,11 @@ impl CoopInner {
         self.sync.lock().status == Status::Registered
     }
 
+    /// Why the coop is being (or was) deregistered; `None` while it is registered.
+    pub(crate) fn dereg_reason(&self) -> Option<DeregReason> {
+        self.sync.lock().reason
+    }
+
     /// The coop's reaction, inherited from its parents.
     pub(crate) fn exception_reaction(&self) -> ExceptionReaction {
         let mut c = Some(self);

@@ -260,3 +260,51 @@ fn coop_exception_reaction_is_inherited_by_its_agents_and_children() {
         assert_eq!(log.get(), ["got 1"]);
     });
 }
+
+static QUIT_FINISHED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Deregisters its own coop at once, from its own thread.
+struct QuickQuit;
+impl Agent for QuickQuit {
+    fn on_start(&mut self, ctx: &mut Context<Self>) {
+        ctx.deregister_coop(DeregReason::Normal);
+    }
+    fn on_finish(&mut self, _: &mut Context<Self>) {
+        QUIT_FINISHED.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Describes a notice; holds the registering thread inside its registration notice until
+/// the coop's agent has finished, so that the coop goes final meanwhile.
+fn slow_reg_notice(m: &agentbox::Message) -> String {
+    if m.downcast_ref::<CoopRegistered>().is_some() {
+        let until = std::time::Instant::now() + common::PATIENCE;
+        while !QUIT_FINISHED.load(Ordering::SeqCst) && std::time::Instant::now() < until {
+            std::thread::yield_now();
+        }
+        // Room for the finalizer to run (what it may do here is the point of the test).
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    coop_notice(m)
+}
+
+#[test]
+fn the_deregistration_notice_never_precedes_the_registration_notice() {
+    within_patience(|| {
+        let (notes, seen) = Recorder::mbox(slow_reg_notice);
+        Environment::launch(move |env| {
+            let own_thread = agentbox::dispatcher::active_obj::Builder::new()
+                .build()
+                .unwrap();
+            let mut coop = env.make_coop();
+            coop.set_binder(own_thread.binder());
+            coop.add_reg_notificator(&notes)
+                .add_dereg_notificator(&notes)
+                .add_agent(QuickQuit);
+            env.register_coop(coop).unwrap();
+        })
+        .unwrap();
+        assert!(QUIT_FINISHED.load(Ordering::SeqCst));
+        assert_eq!(seen.get(), ["reg", "dereg Normal"]);
+    });
+}

@@ -38,6 +38,9 @@
 //! - A child registering while its parent deregisters either linked before (and is
 //!   deregistered by the parent in step 1) or fails in step 3.
 //! - `Finish` of an agent not yet activated waits in its pending list behind `Start`.
+//! - An agent may deregister its coop in `on_start` on another thread, and the coop may go
+//!   final, before the registering thread reaches step 5: the finalizer then leaves the
+//!   deregistration notices to step 5, which sends them after the registration notices.
 //!
 //! Checked by `tests/coop_races.rs` (registering while deregistering and stopping) and
 //! `tests/core_stress.rs` (coops coming and going while an MPMC mbox is busy).
@@ -72,6 +75,10 @@ struct Sync {
     reason: Option<DeregReason>,
     dereg_requested: Option<DeregReason>,
     dereg_notify: Vec<Mbox>,
+    /// Registration notifications have been sent (registration step 5).
+    reg_notified: bool,
+    /// The coop went final before step 5: its deregistration notifications wait for it.
+    dereg_notify_held: Option<DeregReason>,
 }
 
 pub(crate) struct CoopInner {
@@ -187,11 +194,16 @@ impl CoopInner {
         let (agents, reason, notify) = {
             let mut s = self.sync.lock();
             s.status = Status::Final;
-            (
-                std::mem::take(&mut s.agents),
-                s.reason.unwrap_or(DeregReason::Normal),
-                std::mem::take(&mut s.dereg_notify),
-            )
+            let reason = s.reason.unwrap_or(DeregReason::Normal);
+            // The deregistration notice never precedes the registration notice: if the
+            // registering thread has not sent that yet, it sends both, in order.
+            let notify = if s.reg_notified {
+                std::mem::take(&mut s.dereg_notify)
+            } else {
+                s.dereg_notify_held = Some(reason);
+                Vec::new()
+            };
+            (std::mem::take(&mut s.agents), reason, notify)
         };
         // The executors were dropped on their workers after `Finish`.
         for (a, binder, key) in agents {
@@ -200,19 +212,22 @@ impl CoopInner {
         if let Some(env) = env {
             env.unlink_coop(self.id);
         }
-        let handle = CoopHandle::from_inner(self);
-        for m in notify {
-            let _ = m.send(CoopDeregistered {
-                coop: handle.clone(),
-                reason,
-            });
-        }
+        send_dereg_notices(&CoopHandle::from_inner(self), notify, reason);
         if let Some(p) = &self.parent {
             p.remove_child(self.id);
         }
         if let Some(env) = env {
             env.coop_finalized();
         }
+    }
+}
+
+fn send_dereg_notices(handle: &CoopHandle, notify: Vec<Mbox>, reason: DeregReason) {
+    for m in notify {
+        let _ = m.send(CoopDeregistered {
+            coop: handle.clone(),
+            reason,
+        });
     }
 }
 
@@ -259,6 +274,8 @@ pub(crate) fn register(mut coop: Coop) -> Result<CoopHandle, RegisterError> {
             reason: None,
             dereg_requested: None,
             dereg_notify: std::mem::take(&mut coop.dereg_notify),
+            reg_notified: false,
+            dereg_notify_held: None,
         }),
     });
     // Step 1.
@@ -315,6 +332,16 @@ pub(crate) fn register(mut coop: Coop) -> Result<CoopHandle, RegisterError> {
         let _ = m.send(CoopRegistered {
             coop: handle.clone(),
         });
+    }
+    let held = {
+        let mut s = inner.sync.lock();
+        s.reg_notified = true;
+        s.dereg_notify_held
+            .take()
+            .map(|reason| (std::mem::take(&mut s.dereg_notify), reason))
+    };
+    if let Some((notify, reason)) = held {
+        send_dereg_notices(&handle, notify, reason);
     }
     if let Some(reason) = requested {
         inner.deregister(reason);

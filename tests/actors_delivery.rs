@@ -497,3 +497,45 @@ fn dead_letters_and_pool_figures_reach_the_stats_controller() {
     );
     w.stop_then_join().unwrap();
 }
+
+#[test]
+fn events_queued_behind_a_stop_are_dead_letters_with_reason_shutdown() {
+    let w = env();
+    let env = w.environment().clone();
+    let sys = system(&env, 1);
+    let dead = dead_letters(&env, &sys);
+    let (tx, rx) = channel();
+    let (go_tx, go_rx) = channel::<()>();
+    let (held_tx, held_rx) = channel();
+    let a = sys
+        .register(Scripted::new(move |_, ev| {
+            if ev.is::<Hold>() {
+                let _ = held_tx.send(());
+                go_rx.recv_timeout(PATIENCE).unwrap();
+            }
+            let _ = tx.send(ev.get::<Num>().map(|n| n.0));
+            Handled::Yes
+        }))
+        .unwrap();
+    sys.send(a, Hold);
+    held_rx.recv_timeout(PATIENCE).unwrap();
+    sys.send(a, Num(1));
+    sys.stop();
+    sys.send_with(a, ActorId::EMPTY, Num(2), EventFlags::empty(), 2);
+    sys.send_with(a, ActorId::EMPTY, Num(3), EventFlags::empty(), 3);
+    go_tx.send(()).unwrap();
+    assert_eq!(
+        take(&rx, 2),
+        [None, Some(1)],
+        "what was queued before the stop is handled"
+    );
+    let d = take(&dead, 2);
+    for (d, cookie) in d.iter().zip([2, 3]) {
+        assert_eq!(
+            (d.recipient, d.cookie, d.reason),
+            (a, cookie, DeadLetterReason::Shutdown)
+        );
+    }
+    wait_until("gone", || !sys.is_registered(a));
+    w.stop_then_join().unwrap();
+}

@@ -3,6 +3,7 @@
 
 mod actors_support;
 
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::channel;
 use std::sync::Arc;
@@ -627,4 +628,84 @@ fn the_environment_shuts_down_by_itself_once_every_actor_passed_away() {
     })
     .unwrap();
     assert_eq!(done.load(Ordering::SeqCst), 3);
+}
+
+#[test]
+fn thousands_of_actors_get_distinct_local_ids_and_freed_hints_are_reused() {
+    let w = env();
+    let sys = system(w.environment(), 1);
+    let (tx, rx) = channel();
+    let first: Vec<ActorId> = (0..2000)
+        .map(|_| sys.register(recorder(tx.clone())).unwrap())
+        .collect();
+    for (i, id) in first.iter().enumerate() {
+        assert_eq!((id.local_id(), id.hint()), (100 + i as u64, i as u32));
+        assert_eq!(sys.route(*id), Route::Local(*id));
+    }
+    // Every other actor passes away.
+    for id in first.iter().step_by(2) {
+        sys.send(*id, Poison);
+    }
+    take(&rx, 1000);
+    wait_until("half are gone", || {
+        first.iter().step_by(2).all(|&id| !sys.is_registered(id))
+    });
+    let second: Vec<ActorId> = (0..1000)
+        .map(|_| sys.register(recorder(tx.clone())).unwrap())
+        .collect();
+    let freed: HashSet<u32> = first.iter().step_by(2).map(|id| id.hint()).collect();
+    let reused: HashSet<u32> = second.iter().map(|id| id.hint()).collect();
+    assert_eq!(reused, freed, "exactly the freed hints are reused");
+    for (i, id) in second.iter().enumerate() {
+        assert_eq!(id.local_id(), 2100 + i as u64, "local ids keep growing");
+    }
+    for id in first.iter().step_by(2) {
+        assert_eq!(sys.route(*id), Route::Unknown, "{id} is stale");
+    }
+    for id in first.iter().skip(1).step_by(2).chain(&second) {
+        assert_eq!(sys.route(*id), Route::Local(*id));
+    }
+    w.stop_then_join().unwrap();
+}
+
+#[test]
+fn a_cached_route_stops_at_once_when_the_recipient_passes_away() {
+    let w = env();
+    let env = w.environment().clone();
+    let sys = system(&env, 1);
+    let dead = dead_letters(&env, &sys);
+    let (tx, rx) = channel();
+    let target = sys.register(recorder(tx.clone())).unwrap();
+    // The sender sends to the target on each Num it gets (its route gets cached after two).
+    let (back_tx, back_rx) = channel();
+    let sender = sys
+        .register(Scripted::new(move |ctx, ev| {
+            if let Some(n) = ev.get::<Num>() {
+                ctx.send_with(target, Num(n.0), EventFlags::TRACK_DELIVERY, n.0);
+            } else {
+                let _ = back_tx.send(Seen::of(ctx.self_id(), &ev));
+            }
+            Handled::Yes
+        }))
+        .unwrap();
+    for i in 1..=3 {
+        sys.send(sender, Num(i));
+    }
+    assert_eq!(
+        take(&rx, 3).iter().map(|s| s.num).collect::<Vec<_>>(),
+        [Some(1), Some(2), Some(3)]
+    );
+    sys.send(target, Poison);
+    take(&rx, 1);
+    wait_until("gone", || !sys.is_registered(target));
+    sys.send(sender, Num(4));
+    let back = take(&back_rx, 1).remove(0);
+    assert_eq!((back.sender, back.cookie), (target, 4));
+    let d = take(&dead, 1).remove(0);
+    assert_eq!(
+        (d.recipient, d.reason),
+        (target, DeadLetterReason::ActorUnknown)
+    );
+    none_left(&rx);
+    w.stop_then_join().unwrap();
 }

@@ -77,6 +77,9 @@
 //! - [`Envelope`]: messages that decide when they may be seen.
 //! - [`trace`]: message delivery tracing, a run-time option of the environment.
 //! - [`stats`]: run-time monitoring through [`StatsController`], off by default.
+//! - [`actors`]: YDB's actor model on top — [`ActorId`] (bit-compatible with YDB's),
+//!   [`actors::Actor`]s with state functions, an [`actors::ActorSystem`] per node with pools
+//!   (one dispatcher each), local services, YDB's non-delivery rules and dead letters.
 //!
 //! ## Guarantees
 //!

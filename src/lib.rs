@@ -128,7 +128,7 @@ pub use environment::{
 };
 pub use exception::ExceptionReaction;
 pub use mbox::{
-    send, send_mutable, DeliveryFilter, Mbox, MboxId, MboxImpl, MboxKind, RawMbox, SendError,
+    send, send_mutable, DeliveryFilter, Mbox, MboxId, MboxImpl, MboxKind, NamedMboxError, RawMbox, SendError,
     SubscribeError,
 };
 pub use message::{

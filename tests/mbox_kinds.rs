@@ -342,3 +342,50 @@ fn deliveries_through_a_stale_reference_never_reach_a_finished_agent() {
         assert!(sticky.who.lock().is_some());
     });
 }
+
+#[test]
+fn introduced_named_mboxes_are_keyed_by_namespace_and_name() {
+    within_patience(|| {
+        Environment::launch(|env| {
+            let made = std::cell::Cell::new(0);
+            let make = || {
+                made.set(made.get() + 1);
+                env.create_mbox()
+            };
+            let a = env.introduce_named_mbox("ns1", "x", make).unwrap();
+            // Same (namespace, name): the same mbox, and the factory does not run again.
+            let again = env
+                .introduce_named_mbox("ns1", "x", || unreachable!("made once"))
+                .unwrap();
+            assert_eq!(a, again);
+            assert_eq!(made.get(), 1);
+            // Same name elsewhere: other mboxes.
+            let b = env
+                .introduce_named_mbox("ns2", "x", || env.create_mbox())
+                .unwrap();
+            assert_ne!(a, b);
+            assert_ne!(a, env.named_mbox("x"));
+            assert_ne!(b, env.named_mbox("x"));
+            // An empty namespace is the default one's: a typed error.
+            assert_eq!(
+                env.introduce_named_mbox("", "x", || env.create_mbox()),
+                Err(agentbox::NamedMboxError::EmptyNamespace { name: "x".into() })
+            );
+            // A factory may introduce mboxes itself, and make any kind of mbox.
+            let outer = env
+                .introduce_named_mbox("ns1", "outer", || {
+                    env.introduce_named_mbox("ns1", "inner", || {
+                        env.create_unique_subscribers_mbox()
+                    })
+                    .unwrap()
+                })
+                .unwrap();
+            let inner = env
+                .introduce_named_mbox("ns1", "inner", || unreachable!())
+                .unwrap();
+            assert_eq!(outer, inner);
+            assert_eq!(inner.kind(), MboxKind::SingleConsumer);
+        })
+        .unwrap();
+    });
+}

@@ -33,7 +33,7 @@ pub use wrapped::WrappedEnv;
 use crate::coop::{self, Coop, CoopHandle, CoopInner, DeregReason, RegisterError};
 use crate::dispatcher::{one_thread, Binder, BuildError, DispatcherHandle};
 use crate::exception::ExceptionReaction;
-use crate::mbox::named::NamedRegistry;
+use crate::mbox::named::{Introduced, NamedMboxError, NamedRegistry};
 use crate::mbox::{mpmc, unique, Mbox, Repr};
 use crate::stats::{StatsController, StatsCore};
 use crate::timer::TimerThread;
@@ -99,6 +99,7 @@ pub(crate) struct EnvInner {
     state: Mutex<EnvState>,
     finished: Condvar,
     named: Arc<NamedRegistry>,
+    introduced: Introduced,
     default_disp: Mutex<Option<DispatcherHandle>>,
     final_tx: Sender<FinalCmd>,
     reaction: ExceptionReaction,
@@ -162,6 +163,7 @@ impl Environment {
                 state: Mutex::new(EnvState::default()),
                 finished: Condvar::new(),
                 named: Arc::new(NamedRegistry::default()),
+                introduced: Introduced::default(),
                 default_disp: Mutex::new(Some(default)),
                 final_tx,
                 reaction: params.exception_reaction,
@@ -202,6 +204,8 @@ impl Environment {
         }
         env.0.stats.shut_down();
         env.0.timers.stop();
+        // Introduced mboxes may hold the environment (a custom mbox): let them go.
+        drop(env.0.introduced.clear());
         let _ = env.0.final_tx.send(FinalCmd::Exit);
         let _ = finalizer.join();
         // Joins the default dispatcher's thread (no agent is bound to it any more).
@@ -312,6 +316,42 @@ impl Environment {
             self.downgrade(),
             self.0.trace.clone(),
         )))
+    }
+
+    /// The mbox named `name` in `namespace`, made by `factory` the first time it is asked
+    /// for (SObjectizer's `introduce_named_mbox`).
+    ///
+    /// - The same `(namespace, name)` gives the same mbox, whatever factory is passed later
+    ///   (only the first one runs).
+    /// - The same name in another namespace, or from [`named_mbox`](Self::named_mbox) (the
+    ///   default namespace), is another mbox.
+    /// - The factory may make any kind of mbox (a custom one, a direct mbox, another named
+    ///   mbox...) and may itself introduce named mboxes: it runs without any lock held.
+    /// - An introduced mbox lives as long as the environment.
+    ///
+    /// # Errors
+    ///
+    /// [`NamedMboxError::EmptyNamespace`] for an empty namespace.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use agentbox::prelude::*;
+    /// Environment::launch(|env| {
+    ///     let a = env.introduce_named_mbox("sensors", "temp", || env.create_mbox()).unwrap();
+    ///     let b = env.introduce_named_mbox("sensors", "temp", || unreachable!()).unwrap();
+    ///     assert_eq!(a, b);
+    ///     assert_ne!(a, env.named_mbox("temp"));
+    ///     assert!(env.introduce_named_mbox("", "temp", || env.create_mbox()).is_err());
+    /// }).unwrap();
+    /// ```
+    pub fn introduce_named_mbox(
+        &self,
+        namespace: &str,
+        name: &str,
+        factory: impl FnOnce() -> Mbox,
+    ) -> Result<Mbox, NamedMboxError> {
+        self.0.introduced.introduce(namespace, name, factory)
     }
 
     /// Number of named mboxes alive.

@@ -28,6 +28,7 @@ use std::sync::Arc;
 pub use custom::MboxImpl;
 pub use error::{SendError, SubscribeError};
 pub use filter::DeliveryFilter;
+pub use named::NamedMboxError;
 pub use raw::RawMbox;
 
 use crate::agent::AgentArc;

@@ -1,11 +1,14 @@
-//! Named MPMC mboxes: the same name gives the same mbox while any handle to it lives.
+//! Named mboxes: the default namespace's MPMC mboxes (the same name gives the same mbox
+//! while any handle to it lives), and mboxes introduced in namespaces of their own.
 
 use std::sync::{Arc, Weak};
 
 use ahash::AHashMap;
 use parking_lot::Mutex;
+use thiserror::Error;
 
 use super::mpmc::MpmcMbox;
+use super::Mbox;
 use crate::environment::WeakEnv;
 use crate::trace::Trace;
 
@@ -46,5 +49,54 @@ impl NamedRegistry {
 
     pub(crate) fn len(&self) -> usize {
         self.map.lock().len()
+    }
+}
+
+/// Why a named mbox could not be introduced.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum NamedMboxError {
+    /// The namespace is empty: the empty namespace is
+    /// [`Environment::named_mbox`](crate::Environment::named_mbox)'s own.
+    #[error("a named mbox namespace must not be empty (mbox {name})")]
+    EmptyNamespace {
+        /// The name asked for.
+        name: String,
+    },
+}
+
+/// Mboxes introduced by `(namespace, name)`; they live as long as the environment.
+#[derive(Default)]
+pub(crate) struct Introduced {
+    map: Mutex<AHashMap<(String, String), Mbox>>,
+}
+
+impl Introduced {
+    /// The mbox of `(namespace, name)`, made by `factory` the first time. The factory runs
+    /// without the registry's lock (it may introduce mboxes itself); if two threads race,
+    /// the first to finish wins and the other's mbox is dropped.
+    pub(crate) fn introduce(
+        &self,
+        namespace: &str,
+        name: &str,
+        factory: impl FnOnce() -> Mbox,
+    ) -> Result<Mbox, NamedMboxError> {
+        if namespace.is_empty() {
+            return Err(NamedMboxError::EmptyNamespace {
+                name: name.to_owned(),
+            });
+        }
+        let key = (namespace.to_owned(), name.to_owned());
+        if let Some(m) = self.map.lock().get(&key) {
+            return Ok(m.clone());
+        }
+        let made = factory();
+        let mut map = self.map.lock();
+        Ok(map.entry(key).or_insert(made).clone())
+    }
+
+    /// Drops every introduced mbox (the environment is finishing).
+    pub(crate) fn clear(&self) -> Vec<Mbox> {
+        self.map.lock().drain().map(|(_, m)| m).collect()
     }
 }

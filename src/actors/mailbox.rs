@@ -171,7 +171,6 @@ impl Drop for Delivery {
     }
 }
 
-
 /// The agent that is a mailbox.
 pub(crate) struct MailboxAgent {
     sys: Arc<SystemInner>,

@@ -292,7 +292,11 @@ impl Agent for MailboxAgent {
     }
 
     fn on_finish(&mut self, _ctx: &mut Context<Self>) {
-        for a in self.actors.drain(..) {
+        // Children registered by a handler that then panicked were never adopted: their
+        // ids leave the table too.
+        let mut gone: Vec<Box<dyn Hosted>> = self.actors.drain(..).collect();
+        while let Some(mut a) = gone.pop() {
+            gone.extend(a.take_children());
             self.sys.forget(a.id());
         }
     }

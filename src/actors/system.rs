@@ -534,9 +534,16 @@ impl SystemInner {
         let mut coop = self.env.make_coop();
         coop.set_binder(p.binder.clone());
         let mbox = coop.add_agent(agent);
+        let mbox_for_stop = mbox.clone();
         p.table.fill(id.hint(), id.local_id(), mbox);
         match self.env.register_coop(coop) {
-            Ok(_) => Ok(id),
+            Ok(_) => {
+                // A stop that began after `new_id`'s check did not see this mailbox.
+                if self.stopping.load(Ordering::Acquire) {
+                    let _ = mbox_for_stop.send_mutable(Delivery::stop());
+                }
+                Ok(id)
+            }
             Err(e) => {
                 p.table.remove(id.hint(), id.local_id());
                 Err(e.into())

@@ -159,3 +159,37 @@ fn events_between_two_actors_keep_their_order_on_a_pool_of_several_threads() {
     assert_eq!(got, (0..1000).collect::<Vec<_>>());
     w.stop_then_join().unwrap();
 }
+
+/// Records every trace event with the message type's name.
+struct Collect(std::sync::Mutex<Vec<(agentbox::trace::TraceEvent, String)>>);
+impl agentbox::trace::Tracer for Collect {
+    fn trace(&self, r: &agentbox::trace::TraceRecord<'_>) {
+        let name = r.msg_type.map(|t| t.name().to_owned()).unwrap_or_default();
+        self.0.lock().unwrap().push((r.event, name));
+    }
+}
+
+#[test]
+fn the_core_s_delivery_tracing_sees_actor_events() {
+    use agentbox::trace::TraceEvent;
+    let tracer = std::sync::Arc::new(Collect(Default::default()));
+    let w = agentbox::WrappedEnv::with_params(
+        agentbox::EnvParams::new().message_tracer(tracer.clone()),
+        |_| {},
+    )
+    .unwrap();
+    let sys = system(w.environment(), 1);
+    let (tx, rx) = channel();
+    let a = sys.register(recorder(tx)).unwrap();
+    sys.send(a, Num(1));
+    take(&rx, 1);
+    let seen = tracer.0.lock().unwrap().clone();
+    let about_events = |e: TraceEvent| {
+        seen.iter()
+            .filter(|(ev, name)| *ev == e && name.contains("Delivery"))
+            .count()
+    };
+    assert_eq!(about_events(TraceEvent::Delivered), 1);
+    assert_eq!(about_events(TraceEvent::HandlerCalled), 1);
+    w.stop_then_join().unwrap();
+}

@@ -482,3 +482,76 @@ fn an_agent_deregistered_after_a_panic_leaves_its_state_without_hooks() {
         ["enter outer", "enter inner", "started"]
     );
 }
+
+// ---- deactivate_agent ----
+
+#[test]
+fn a_deactivated_agent_handles_nothing_and_its_coop_deregisters_normally() {
+    within_patience(|| {
+        let log = Log::new();
+        let l = log.clone();
+        Environment::launch(move |env| {
+            let l2 = l.clone();
+            let coop = env
+                .register_coop({
+                    let mut coop = env.make_coop();
+                    coop.add_agent(
+                        Script::new(&l)
+                            .setup(|_, ctx| {
+                                let busy = State::new("busy");
+                                log_hooks(ctx, &[&busy]);
+                                ctx.change_state(&busy)?;
+                                ctx.subscribe_self().in_state(&busy).event(
+                                    |s: &mut Script, _, n: &u32| s.log.push(format!("handled {n}")),
+                                )?;
+                                Ok(())
+                            })
+                            .start(|s, ctx| {
+                                let me = ctx.direct_mbox();
+                                send(&me, 1u32).unwrap();
+                                send(&me, 2u32).unwrap();
+                                // A change asked for before the deactivation is dropped.
+                                ctx.change_state(&State::new("elsewhere")).unwrap();
+                                ctx.deactivate_agent();
+                                let sub =
+                                    ctx.subscribe_self().event(|_: &mut Script, _, _: &u8| {});
+                                s.log.push(format!("{sub:?}"));
+                                let change = ctx.change_state(&State::new("x"));
+                                s.log.push(format!("{change:?}"));
+                                send(&me, 3u32).unwrap();
+                            }),
+                    );
+                    coop
+                })
+                .unwrap();
+            // Give the queued messages every chance to be (wrongly) handled: a round trip
+            // through the same worker after them.
+            let probe = env
+                .introduce_coop(|c| {
+                    c.add_agent(Script::new(&l2).setup(|_, ctx| {
+                        ctx.subscribe_self().event(|s: &mut Script, ctx, _: &u64| {
+                            s.log.push("probe".to_owned());
+                            ctx.deregister_coop(DeregReason::Normal);
+                        })?;
+                        Ok(())
+                    }))
+                })
+                .unwrap();
+            l.wait_for(4);
+            send(&probe, 0u64).unwrap();
+            l.wait_for(5);
+            coop.deregister(DeregReason::Normal);
+        })
+        .unwrap();
+        assert_eq!(
+            log.get(),
+            [
+                "enter busy",
+                "Err(AgentDeactivated)",
+                "Err(AgentDeactivated)",
+                "exit busy",
+                "probe",
+            ]
+        );
+    });
+}

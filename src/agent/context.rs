@@ -22,6 +22,8 @@ pub(crate) struct States {
     pub(crate) current: State,
     pub(crate) pending: Vec<State>,
     pub(crate) in_hook: bool,
+    /// Set by `deactivate_agent`: the agent stays awaiting deregistration.
+    pub(crate) deactivated: bool,
     /// What only agents with states of their own use, allocated on first use: most agents
     /// live in the default state, and a million of them felt four empty maps each.
     rare: Option<Box<StatesRare>>,
@@ -68,6 +70,7 @@ impl States {
             default,
             pending: Vec::new(),
             in_hook: false,
+            deactivated: false,
             rare: None,
         }
     }
@@ -326,10 +329,66 @@ impl<A: Agent> Context<A> {
         if self.states.in_hook {
             return Err(StateError::SwitchInsideHook);
         }
+        if self.states.deactivated {
+            return Err(StateError::AgentDeactivated);
+        }
         self.states.resolve(target)?;
         self.states.keep(target);
         self.states.pending.push(target.clone());
         Ok(())
+    }
+
+    /// Deactivates the agent (SObjectizer's `so_deactivate_agent`): it switches to a state
+    /// in which it handles nothing, and stays there until its coop is deregistered.
+    ///
+    /// - Every subscription and delivery filter goes now; messages already queued are
+    ///   never handled (they find no handler).
+    /// - When the running handler returns, the agent leaves its current state (its
+    ///   `on_exit` hooks run, leaf first, and its time limits are disarmed) for the state
+    ///   awaiting deregistration; state changes asked for earlier in the same handler are
+    ///   dropped.
+    /// - Later subscriptions fail with [`SubscribeError::AgentDeactivated`], state changes
+    ///   with [`StateError::AgentDeactivated`].
+    /// - The coop deregisters as usual (by whoever deregisters it): `on_finish` runs.
+    ///
+    /// Calling it again does nothing.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use agentbox::prelude::*;
+    ///
+    /// struct Done;
+    /// impl Agent for Done {
+    ///     fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+    ///         ctx.subscribe_self().event(|_: &mut Self, _, _: &u32| unreachable!())?;
+    ///         Ok(())
+    ///     }
+    ///     fn on_start(&mut self, ctx: &mut Context<Self>) {
+    ///         send(&ctx.direct_mbox(), 1u32).unwrap(); // queued, never handled
+    ///         ctx.deactivate_agent();
+    ///         assert!(ctx.change_state(&State::new("x")).is_err());
+    ///         ctx.deregister_coop(DeregReason::Normal);
+    ///     }
+    /// }
+    ///
+    /// Environment::launch(|env| {
+    ///     env.introduce_coop(|coop| { coop.add_agent(Done); }).unwrap();
+    /// }).unwrap();
+    /// ```
+    pub fn deactivate_agent(&mut self) {
+        if self.states.deactivated {
+            return;
+        }
+        self.states.pending.clear();
+        self.states
+            .pending
+            .push(super::state::awaiting_deregistration_state().clone());
+        self.states.deactivated = true;
+        if let Ok(me) = self.me() {
+            self.subs.deactivate(&me);
+            me.0.direct_clear();
+        }
     }
 
     /// Sets the hook run each time `state` is entered (replacing any previous one).

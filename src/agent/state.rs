@@ -53,6 +53,10 @@ pub enum StateError {
     /// The default state cannot have substates (it is the same value in every agent).
     #[error("the default state cannot have substates")]
     DefaultStateIsFlat,
+    /// The agent was deactivated ([`Context::deactivate_agent`](crate::Context::deactivate_agent)):
+    /// it stays in the state awaiting deregistration.
+    #[error("the agent is deactivated: it stays in the state awaiting deregistration")]
+    AgentDeactivated,
     /// `transfer_to_state` came back to a state it had already passed through for the same
     /// message.
     #[error("transfer_to_state loop for {type_name}: state {state} reached twice")]
@@ -249,6 +253,14 @@ impl State {
 
 /// The default state every agent starts in: one value for all agents (each agent keeps its
 /// own handlers, hooks and history for it), so creating an agent allocates no state.
+/// The state of a deactivated agent: no handlers, no hooks (SObjectizer's
+/// `awaiting_deregistration_state`).
+pub(crate) fn awaiting_deregistration_state() -> &'static State {
+    static AWAITING: std::sync::LazyLock<State> =
+        std::sync::LazyLock::new(|| State::new("<awaiting deregistration>"));
+    &AWAITING
+}
+
 pub(crate) fn default_state() -> &'static State {
     static DEFAULT: std::sync::LazyLock<State> =
         std::sync::LazyLock::new(|| State::new("<default>"));

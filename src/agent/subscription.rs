@@ -72,6 +72,8 @@ pub(crate) struct Subscriptions<A: Agent> {
     /// subscribe once and never unsubscribe).
     rare: Option<Box<SubsRare>>,
     pub(crate) finished: bool,
+    /// Set with `finished` by `deactivate_agent`: the error says why.
+    deactivated: bool,
 }
 
 #[derive(Default)]
@@ -91,6 +93,7 @@ impl<A: Agent> Default for Subscriptions<A> {
             new_handlers: SyncWrapper::new(SmallVec::new()),
             rare: None,
             finished: false,
+            deactivated: false,
         }
     }
 }
@@ -203,7 +206,7 @@ impl<A: Agent> Subscriptions<A> {
         action: NewAction<A>,
     ) -> Result<(), SubscribeError> {
         if self.finished {
-            return Err(SubscribeError::AgentFinished);
+            return Err(self.closed_error());
         }
         if ty.is_mutable() && mbox.kind() == MboxKind::MultiConsumer {
             return Err(SubscribeError::MutableFromMultiConsumer {
@@ -250,7 +253,7 @@ impl<A: Agent> Subscriptions<A> {
         h: EventFn<A>,
     ) -> Result<(), SubscribeError> {
         if self.finished {
-            return Err(SubscribeError::AgentFinished);
+            return Err(self.closed_error());
         }
         let key = (mbox.id().0, ty.type_id());
         if self
@@ -330,7 +333,7 @@ impl<A: Agent> Subscriptions<A> {
         filter: DeliveryFilter,
     ) -> Result<(), SubscribeError> {
         if self.finished {
-            return Err(SubscribeError::AgentFinished);
+            return Err(self.closed_error());
         }
         mbox.raw().set_delivery_filter(ty, filter, me)?;
         self.rare_mut()
@@ -350,6 +353,20 @@ impl<A: Agent> Subscriptions<A> {
     }
 
     /// Drops every subscription and filter at the mboxes (end of the agent's life).
+    fn closed_error(&self) -> SubscribeError {
+        if self.deactivated {
+            SubscribeError::AgentDeactivated
+        } else {
+            SubscribeError::AgentFinished
+        }
+    }
+
+    /// Drops everything and refuses new subscriptions (`deactivate_agent`).
+    pub(crate) fn deactivate(&mut self, me: &AgentRef) {
+        self.drop_all(me);
+        self.deactivated = true;
+    }
+
     pub(crate) fn drop_all(&mut self, me: &AgentRef) {
         self.finished = true;
         for u in std::mem::take(&mut self.mboxes).into_values() {

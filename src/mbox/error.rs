@@ -121,6 +121,10 @@ pub enum SubscribeError {
     /// The agent has finished; it can subscribe to nothing any more.
     #[error("the agent has finished and can no longer subscribe")]
     AgentFinished,
+    /// The agent was deactivated ([`Context::deactivate_agent`](crate::Context::deactivate_agent));
+    /// it can subscribe to nothing any more.
+    #[error("the agent is deactivated and can no longer subscribe")]
+    AgentDeactivated,
     /// A custom mbox refused the subscription, for the reason it gives.
     #[error("mbox {mbox} refused the subscription: {reason}")]
     Refused {

@@ -305,6 +305,16 @@ impl<A: Actor> ActorContext<A> {
     /// Ends the actor (YDB's `PassAway`): its id stops resolving at once, the running
     /// handler completes, and events still queued for it get the non-delivery treatment.
     ///
+    /// Only an actor's own code can do this: nothing outside a handler has an
+    /// `ActorContext`, and the system handle has no such method:
+    ///
+    /// ```compile_fail
+    /// use agentbox::actors::ActorSystem;
+    /// fn from_outside(system: &ActorSystem) {
+    ///     system.pass_away(); // no: an actor is never killed from outside
+    /// }
+    /// ```
+    ///
     /// # Errors
     ///
     /// [`PassAwayError::AlreadyPassedAway`] on a second call.

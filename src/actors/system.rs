@@ -227,6 +227,20 @@ pub struct SystemStats {
 #[derive(Clone)]
 pub struct ActorSystem(pub(crate) Arc<SystemInner>);
 
+// Pinned auto traits: the system handle is shared across threads, handles and contexts
+// travel with their events and actors.
+const _: fn() = || {
+    fn shared<T: Send + Sync + Clone>() {}
+    fn sent<T: Send>() {}
+    shared::<ActorSystem>();
+    sent::<EventHandle>();
+    struct Probe;
+    impl Actor for Probe {
+        fn bootstrap(&mut self, _: &mut ActorContext<Self>, _: ActorId) {}
+    }
+    sent::<ActorContext<Probe>>();
+};
+
 /// The shared state of one system.
 pub(crate) struct SystemInner {
     pub(crate) node_id: u32,

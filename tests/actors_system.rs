@@ -709,3 +709,52 @@ fn a_cached_route_stops_at_once_when_the_recipient_passes_away() {
     none_left(&rx);
     w.stop_then_join().unwrap();
 }
+
+#[test]
+fn setup_registers_local_services_then_runs_the_start_functions_in_order() {
+    let w = env();
+    let (tx, rx) = channel();
+    let (log_tx, log_rx) = channel();
+    let svc = ActorId::service(0, b"registry").unwrap();
+    let (l1, l2) = (log_tx.clone(), log_tx);
+    let sys = ActorSystem::start(
+        w.environment(),
+        SystemSetup::new(6)
+            .first_local_id(100)
+            .pool(PoolConfig::new("System"))
+            .pool(PoolConfig::new("User"))
+            .local_service(svc, "System", recorder(tx))
+            .on_start(move |sys| {
+                let _ = l1.send(format!("first {:?}", sys.lookup_local_service(svc)));
+                sys.send(svc, Num(1));
+            })
+            .on_start(move |sys| {
+                let _ = l2.send(format!("second {}", sys.node_id()));
+            }),
+    )
+    .unwrap();
+    assert_eq!(
+        take(&log_rx, 2),
+        [
+            format!("first {:?}", Some(ActorId::with_pool(6, 0, 100, 0))),
+            "second 6".to_owned()
+        ]
+    );
+    let got = take(&rx, 1).remove(0);
+    assert_eq!(
+        (got.recipient, got.rewrite, got.num),
+        (svc, ActorId::with_pool(6, 0, 100, 0), Some(1))
+    );
+    assert!(matches!(
+        ActorSystem::start(
+            w.environment(),
+            SystemSetup::new(7).local_service(svc, "Nope", Scripted::new(|_, _| Handled::Yes)),
+        ),
+        Err(SystemError::ServiceActor {
+            source: RegisterActorError::UnknownPool(_),
+            ..
+        })
+    ));
+    drop(sys);
+    w.stop_then_join().unwrap();
+}

@@ -220,3 +220,34 @@ fn the_tracing_crate_tracer_emits_events() {
     });
     assert_eq!(*count.lock(), 2);
 }
+
+/// An MPMC mbox whose only entry for a type is a filter without a subscription traces
+/// `NoSubscribers`, as a direct mbox does.
+#[test]
+fn an_mpmc_mbox_with_only_a_filter_for_a_type_traces_no_subscribers() {
+    struct FilterOnly(Mbox);
+    impl Agent for FilterOnly {
+        fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+            ctx.set_delivery_filter(&self.0.clone(), |_: &u16| true)?;
+            Ok(())
+        }
+        fn on_start(&mut self, ctx: &mut Context<Self>) {
+            send(&self.0, 7u16).unwrap();
+            ctx.deregister_coop(DeregReason::Normal);
+        }
+    }
+    let collect = Arc::new(Collect::default());
+    let c = collect.clone();
+    within_patience(move || {
+        let params = EnvParams::new().message_tracer(c);
+        Environment::launch_with(params, |env| {
+            let source = env.create_mbox();
+            env.introduce_coop(|coop| {
+                coop.add_agent(FilterOnly(source));
+            })
+            .unwrap();
+        })
+        .unwrap();
+    });
+    assert_eq!(collect.events_for("u16"), [TraceEvent::NoSubscribers]);
+}

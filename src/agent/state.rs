@@ -73,7 +73,12 @@ pub enum StateError {
 /// States are values the agent owns (usually fields created in its constructor). Handlers
 /// are subscribed per state; a message is looked up in the current state, then in its
 /// parents, then in the dead-letter handlers. Every agent also has a default state
-/// ([`Context::default_state`](crate::Context::default_state)) it starts in.
+/// ([`Context::default_state`](crate::Context::default_state)) it starts in, and returns to
+/// after `on_finish` (running the `on_exit` hooks of the states it leaves, leaf first; not
+/// after a panic).
+///
+/// A whole state machine — substates, a `time_limit` fallback, `on_enter`/`on_exit` hooks,
+/// a periodic timer that lives only while in a state — is `examples/connection.rs`.
 ///
 /// # Examples
 ///

@@ -457,6 +457,17 @@ impl Environment {
         self.0.reaction
     }
 
+    /// Traces that a message sent to `mbox` reached no subscriber (delivery tracing's
+    /// `NoSubscribers`). Custom mboxes call this, as the built-in ones do; with tracing off
+    /// it costs one branch.
+    pub fn trace_no_subscribers(&self, mbox: crate::mbox::MboxId, msg: &crate::Message) {
+        crate::trace::emit(&self.0.trace, || {
+            crate::trace::TraceRecord::new(crate::trace::TraceEvent::NoSubscribers)
+                .mbox(mbox)
+                .msg(msg.message_type())
+        });
+    }
+
     /// Writes `line` through the environment's error logger (stderr by default, see
     /// [`EnvParams::error_logger`]). Layers built on the public API report through it.
     pub fn log_error(&self, line: &str) {

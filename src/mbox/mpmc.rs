@@ -66,12 +66,22 @@ impl MpmcMbox {
             });
             return Ok(());
         };
+        let mut subscribers = 0usize;
         for s in list.iter().filter(|s| s.subscribed) {
+            subscribers += 1;
             if s.filter.as_ref().is_none_or(|f| f.accepts(&msg)) {
                 s.agent.push_message(self.id, msg.clone(), depth);
             } else {
                 s.agent.trace_filtered(self.id, &msg);
             }
+        }
+        if subscribers == 0 {
+            // Only filters without subscriptions for this type: nobody listens.
+            trace::emit(&self.trace, || {
+                TraceRecord::new(TraceEvent::NoSubscribers)
+                    .mbox(self.id)
+                    .msg(msg.message_type())
+            });
         }
         Ok(())
     }

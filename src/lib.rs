@@ -81,6 +81,10 @@
 //!   [`actors::Actor`]s with state functions, an [`actors::ActorSystem`] per node with pools
 //!   (one dispatcher each), local services, YDB's non-delivery rules and dead letters.
 //!
+//! The rules each part follows (protocols, orders, what happens on errors) are in the
+//! module docs: [`agent`], [`coop`], [`environment`], [`exception`], [`mbox`], [`message`],
+//! [`timer`], [`dispatcher`], [`limits`], [`mchain`], [`trace`].
+//!
 //! ## Guarantees
 //!
 //! 1. An agent's handlers never run concurrently with each other (except thread-safe
@@ -97,23 +101,23 @@
 #![warn(missing_docs)]
 
 pub mod actors;
-mod agent;
+pub mod agent;
 #[doc(hidden)]
 pub mod compile_checks;
-mod coop;
+pub mod coop;
 pub mod dispatcher;
-mod environment;
-mod exception;
+pub mod environment;
+pub mod exception;
 pub mod limits;
-mod mbox;
+pub mod mbox;
 pub mod mchain;
-mod message;
+pub mod message;
 pub mod prelude;
 pub mod request;
 mod small_map;
 pub mod stats;
 mod sync;
-mod timer;
+pub mod timer;
 pub mod trace;
 
 pub use actors::ActorId;

@@ -12,6 +12,12 @@
 //!    running when `cancel` is called finishes normally.
 //! 5. Each environment has one timer thread. Deliveries run on it and never block it: a
 //!    full bounded mchain drops instead of waiting.
+//! 6. Cancelling a timer (or dropping its last handle) lets go of its message at once: the
+//!    payload is freed then, or with the last copy still queued; a one-shot timer hands its
+//!    message over when it fires.
+//! 7. A delay or period too long for [`std::time::Instant`] (such as `Duration::MAX`)
+//!    means "never": nothing panics, the timer counts as pending until cancelled. The
+//!    same holds for mchain waits and state time limits.
 //!
 //! # The engine
 //!

@@ -1,4 +1,20 @@
 //! Agents: user structs that react to messages, one demand at a time.
+//!
+//! # Rules
+//!
+//! 1. An agent's handlers never run concurrently (except thread-safe handlers on
+//!    `adv_thread_pool`); `on_start` is its first demand and `on_finish` its last.
+//! 2. Subscriptions are per (mbox, message type, state). A message is looked up in the
+//!    current state, then in its parents, then in the dead-letter handlers; with no
+//!    handler it is dropped.
+//! 3. [`Context::change_state`] takes effect when the running handler returns: `on_exit`
+//!    hooks from the old leaf up to the common ancestor, then `on_enter` hooks down to the
+//!    new leaf. After `on_finish` the agent returns to its default state the same way
+//!    (not after a panic).
+//! 4. A panic in agent code (a handler, a hook, `on_start`, `on_finish`, one of its
+//!    delivery filters) goes to its [`ExceptionReaction`].
+//! 5. [`Context::deactivate_agent`] drops every subscription and parks the agent in a
+//!    state with no handlers until its coop is deregistered.
 
 mod context;
 pub(crate) mod core;

@@ -1,6 +1,28 @@
 //! Cooperations: agents registered and deregistered as one unit.
 //!
-//! The protocols are in `protocol.rs`, written as numbered steps with their races.
+//! # Registration
+//!
+//! 1. Each agent's [`define`](crate::Agent::define) runs on the registering thread; a
+//!    failure there (or of a binder) drops every agent of the coop, subscriptions included,
+//!    and returns a [`RegisterError`].
+//! 2. Every agent is bound to its dispatcher before any `on_start` runs; each agent's
+//!    `on_start` is its first demand. Messages sent to an agent of the coop before its
+//!    `on_start` wait for it.
+//! 3. Registration notices ([`CoopRegistered`]) are sent when registration completes.
+//!
+//! # Deregistration
+//!
+//! 1. A deregistered coop's agents stop handling messages at once (queued ones are
+//!    dropped); its children are deregistered first, with reason
+//!    [`DeregReason::Parent`].
+//! 2. Each agent's `on_finish` runs as its last demand; then it returns to its default
+//!    state (its `on_exit` hooks run, leaf first, unless the coop goes because of a
+//!    panic) and its subscriptions go.
+//! 3. After the last agent finished, the coop is final: deregistration notices
+//!    ([`CoopDeregistered`], with the reason) are sent, never before the registration
+//!    notices, and the parent may finish.
+//!
+//! The full protocols, with their races, are written next to the code (`protocol.rs`).
 
 mod protocol;
 

@@ -11,6 +11,20 @@
 //!
 //! Only the first reply counts; a second one is [`ReplyError::AlreadyReplied`].
 //!
+//! # Replying later, or from another agent
+//!
+//! A handler need not answer before it returns:
+//!
+//! - [`Request::take_reply_handle`] moves the right to answer into a [`ReplyHandle`], which
+//!   can be kept (in the agent, in a timer's message) or sent to another agent, and answers
+//!   with [`ReplyHandle::reply`];
+//! - [`Request::forward`] hands the request itself to another mbox (a manager passing a
+//!   client's request to a worker): the agent there answers it as if it had been sent to
+//!   it directly.
+//!
+//! Rule 3 still holds: when the last holder of the right to answer (request copies, reply
+//! handle) is dropped unanswered, the caller gets [`RequestError::Dropped`] at once.
+//!
 //! Do not call it from an agent's handler for a request to that same agent (or to an agent
 //! on the same `one_thread` dispatcher): the answer could only be produced by the thread
 //! that is waiting for it, and the call ends at the timeout.
@@ -82,10 +96,85 @@ impl<Req, Rep> Request<Req, Rep> {
         tx.send(reply).map_err(|_| ReplyError::RequesterGone)
     }
 
-    /// Whether a reply was given already.
+    /// Whether a reply was given already (or the right to give it was taken away by
+    /// [`take_reply_handle`](Self::take_reply_handle) or [`forward`](Self::forward)).
     pub fn is_replied(&self) -> bool {
         self.reply_to.lock().is_none()
     }
+
+    /// Takes the right to answer out of the request, to answer later or elsewhere.
+    ///
+    /// # Errors
+    ///
+    /// [`ReplyError::AlreadyReplied`] if the request was answered, or its handle taken,
+    /// already.
+    pub fn take_reply_handle(&self) -> Result<ReplyHandle<Rep>, ReplyError> {
+        let tx = self
+            .reply_to
+            .lock()
+            .take()
+            .ok_or(ReplyError::AlreadyReplied)?;
+        Ok(ReplyHandle { tx })
+    }
+
+    /// Sends the request on to `to` with the right to answer it: whoever handles it there
+    /// answers the original caller. This request then counts as answered here.
+    ///
+    /// # Errors
+    ///
+    /// [`ForwardError::AlreadyReplied`]; [`ForwardError::Send`] if `to` refuses it (the
+    /// caller then gets [`RequestError::Dropped`]).
+    pub fn forward(&self, to: &Mbox) -> Result<(), ForwardError>
+    where
+        Req: Clone + Send + Sync + 'static,
+        Rep: Send + 'static,
+    {
+        let handle = self
+            .take_reply_handle()
+            .map_err(|_| ForwardError::AlreadyReplied)?;
+        to.send(Request {
+            request: self.request.clone(),
+            reply_to: Mutex::new(Some(handle.tx)),
+        })
+        .map_err(ForwardError::Send)
+    }
+}
+
+/// The right to answer one request, taken out of it with
+/// [`Request::take_reply_handle`]: keep it, send it to another agent, answer with
+/// [`reply`](Self::reply). Dropping it unanswered fails the caller with
+/// [`RequestError::Dropped`] at once.
+pub struct ReplyHandle<Rep> {
+    tx: Sender<Rep>,
+}
+
+impl<Rep> ReplyHandle<Rep> {
+    /// Answers the request.
+    ///
+    /// # Errors
+    ///
+    /// [`ReplyError::RequesterGone`] when the caller stopped waiting (timed out).
+    pub fn reply(self, reply: Rep) -> Result<(), ReplyError> {
+        self.tx.send(reply).map_err(|_| ReplyError::RequesterGone)
+    }
+}
+
+impl<Rep> fmt::Debug for ReplyHandle<Rep> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReplyHandle").finish_non_exhaustive()
+    }
+}
+
+/// Why [`Request::forward`] failed.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ForwardError {
+    /// The request has been answered (or its handle taken) already.
+    #[error("the request has been answered already")]
+    AlreadyReplied,
+    /// The mbox refused the forwarded request.
+    #[error(transparent)]
+    Send(SendError),
 }
 
 impl<Req: fmt::Debug, Rep> fmt::Debug for Request<Req, Rep> {

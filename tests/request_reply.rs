@@ -123,3 +123,109 @@ fn a_request_to_a_refusing_mbox_is_a_send_error() {
         ));
     });
 }
+
+// ---- replying later, or from another agent ----
+
+#[derive(Clone)]
+struct Job(u32);
+/// Tells the manager to answer the requests it kept.
+struct Flush;
+
+/// Keeps the reply handles of `Job`s with odd numbers and answers them on `Flush`;
+/// forwards even ones to the worker; drops the handle of `Job(13)` unanswered.
+struct Manager {
+    kept: Vec<(u32, agentbox::request::ReplyHandle<u32>)>,
+    worker: Mbox,
+    second_take: Arc<Mutex<Option<ReplyError>>>,
+}
+
+impl Agent for Manager {
+    fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+        let m = ctx.environment().named_mbox("manager");
+        ctx.subscribe(&m)
+            .event(|a: &mut Self, _, r: &Request<Job, u32>| {
+                let n = r.get().0;
+                if n % 2 == 0 {
+                    r.forward(&a.worker).unwrap();
+                    return;
+                }
+                let handle = r.take_reply_handle().unwrap();
+                *a.second_take.lock() = r.take_reply_handle().err();
+                if n == 13 {
+                    drop(handle); // unanswered: the requester fails at once
+                } else {
+                    a.kept.push((n, handle));
+                }
+            })?;
+        ctx.subscribe(&m).event(|a: &mut Self, _, _: &Flush| {
+            for (n, h) in a.kept.drain(..) {
+                h.reply(n * 10).unwrap();
+            }
+        })?;
+        Ok(())
+    }
+}
+
+/// Answers forwarded jobs with n + 1000.
+struct Worker;
+impl Agent for Worker {
+    fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+        let m = ctx.environment().named_mbox("worker");
+        ctx.subscribe(&m)
+            .event(|_: &mut Self, _, r: &Request<Job, u32>| {
+                r.reply(r.get().0 + 1000).unwrap();
+            })?;
+        Ok(())
+    }
+}
+
+#[test]
+fn a_request_can_be_answered_later_forwarded_or_dropped_by_its_handle() {
+    within_patience(|| {
+        let second_take = Arc::new(Mutex::new(None));
+        let st = second_take.clone();
+        Environment::launch(move |env| {
+            let pool = agentbox::dispatcher::active_obj::Builder::new()
+                .build()
+                .unwrap();
+            env.introduce_coop(|coop| {
+                coop.set_binder(pool.binder());
+                coop.add_agent(Manager {
+                    kept: Vec::new(),
+                    worker: env.named_mbox("worker"),
+                    second_take: st,
+                });
+                coop.add_agent(Worker);
+            })
+            .unwrap();
+            let manager = env.named_mbox("manager");
+            // Forwarded: the worker answers.
+            assert_eq!(
+                request_reply::<Job, u32>(&manager, PATIENCE, Job(4)),
+                Ok(1004)
+            );
+            // The handle dropped unanswered: Dropped, not a timeout.
+            assert_eq!(
+                request_reply::<Job, u32>(&manager, PATIENCE, Job(13)),
+                Err(RequestError::Dropped)
+            );
+            // Kept: answered only after Flush, from another thread's request.
+            let m = manager.clone();
+            let waiting =
+                std::thread::spawn(move || request_reply::<Job, u32>(&m, PATIENCE, Job(7)));
+            // Flush until the answer comes (a flush that arrives before the request
+            // answers nothing; the request is answered by the first flush after it).
+            let answer = loop {
+                send(&manager, Flush).unwrap();
+                if waiting.is_finished() {
+                    break waiting.join().unwrap();
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            };
+            assert_eq!(answer, Ok(70));
+            env.stop();
+        })
+        .unwrap();
+        assert_eq!(*second_take.lock(), Some(ReplyError::AlreadyReplied));
+    });
+}

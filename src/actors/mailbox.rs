@@ -27,8 +27,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Instant;
 
-use smallvec::SmallVec;
-
 use super::actor::{Actor, ActorContext};
 use super::dead_letters::DeadLetterReason;
 use super::event::EV_POISON;
@@ -50,14 +48,13 @@ pub(crate) trait Hosted: Send {
     fn pass_away_quietly(&mut self);
     fn take_children(&mut self) -> Vec<Box<dyn Hosted>>;
     fn set_mailbox(&mut self, mbox: &crate::Mbox);
-    fn reaction(&self) -> ExceptionReaction;
     fn parent(&self) -> ActorId;
 }
 
 pub(crate) struct Cell<A: Actor> {
-    actor: A,
-    ctx: ActorContext<A>,
-    parent: ActorId,
+    pub(crate) actor: A,
+    pub(crate) ctx: ActorContext<A>,
+    pub(crate) parent: ActorId,
 }
 
 impl<A: Actor> Cell<A> {
@@ -100,10 +97,6 @@ impl<A: Actor> Hosted for Cell<A> {
 
     fn set_mailbox(&mut self, mbox: &crate::Mbox) {
         self.ctx.mailbox = Some(mbox.clone());
-    }
-
-    fn reaction(&self) -> ExceptionReaction {
-        self.actor.exception_reaction()
     }
 
     fn parent(&self) -> ActorId {
@@ -172,23 +165,25 @@ impl Drop for Delivery {
 }
 
 /// The agent that is a mailbox.
-pub(crate) struct MailboxAgent {
+pub(crate) struct MailboxAgent<A: Actor> {
     sys: Arc<SystemInner>,
     pool: u32,
-    actors: SmallVec<[Box<dyn Hosted>; 1]>,
+    /// The actor the mailbox was made for, inline: its events need no dynamic call.
+    /// `None` once it passed away.
+    first: Option<Cell<A>>,
+    /// Actors registered with the same mailbox (rare).
+    others: Vec<Box<dyn Hosted>>,
     reaction: ExceptionReaction,
 }
 
-impl MailboxAgent {
-    pub(crate) fn new(sys: Arc<SystemInner>, pool: u32, first: Box<dyn Hosted>) -> Self {
-        let reaction = first.reaction();
-        let mut actors = SmallVec::new();
-        actors.push(first);
+impl<A: Actor> MailboxAgent<A> {
+    pub(crate) fn new(sys: Arc<SystemInner>, pool: u32, first: Cell<A>) -> Self {
         MailboxAgent {
+            reaction: first.actor.exception_reaction(),
             sys,
             pool,
-            actors,
-            reaction,
+            first: Some(first),
+            others: Vec::new(),
         }
     }
 
@@ -200,72 +195,127 @@ impl MailboxAgent {
             pool.dequeued.fetch_add(1, Ordering::Relaxed);
         }
         let local = ev.recipient_rewrite().local_id();
-        let Some(i) = self.actors.iter().position(|a| a.id().local_id() == local) else {
+        if let Some(first) = &mut self.first {
+            if first.ctx.self_id.local_id() == local {
+                pool.count_handled();
+                let start = pool.activity.then(Instant::now);
+                if let Some(ev) = first.handle(ev) {
+                    self.unhandled_by_first(ev);
+                }
+                if let Some(first) = &self.first {
+                    if first.ctx.passed_away || !first.ctx.children.is_empty() {
+                        self.after_first(ctx);
+                    }
+                }
+                if let Some(t) = start {
+                    self.sys.pool(self.pool).add_work(t);
+                }
+                return;
+            }
+        }
+        self.deliver_to_other(ctx, ev);
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn unhandled_by_first(&mut self, ev: EventHandle) {
+        match &mut self.first {
+            Some(first) if ev.event_type() == EV_POISON => first.pass_away_quietly(),
+            _ => self.sys.dead_letter(&ev, DeadLetterReason::Unhandled),
+        }
+    }
+
+    /// Step 3 for the first actor.
+    #[inline(never)]
+    fn after_first(&mut self, ctx: &mut Context<Self>) {
+        let Some(first) = &mut self.first else { return };
+        let children = first.take_children();
+        if first.passed_away() {
+            self.first = None;
+        }
+        self.adopt(children);
+        self.deregister_if_empty(ctx);
+    }
+
+    /// Step 2 and 3 for an actor registered with the same mailbox.
+    #[inline(never)]
+    fn deliver_to_other(&mut self, ctx: &mut Context<Self>, ev: EventHandle) {
+        let local = ev.recipient_rewrite().local_id();
+        let Some(i) = self.others.iter().position(|a| a.id().local_id() == local) else {
             let reason = self.sys.loss_reason();
             self.sys.not_delivered(ev, reason);
             return;
         };
+        let pool = self.sys.pool(self.pool);
         pool.count_handled();
         let start = pool.activity.then(Instant::now);
-        let unhandled = self.actors[i].handle(ev);
-        if let Some(ev) = unhandled {
+        if let Some(ev) = self.others[i].handle(ev) {
             if ev.event_type() == EV_POISON {
-                self.actors[i].pass_away_quietly();
+                self.others[i].pass_away_quietly();
             } else {
                 self.sys.dead_letter(&ev, DeadLetterReason::Unhandled);
             }
         }
-        self.after_call(ctx, i);
+        let children = self.others[i].take_children();
+        if self.others[i].passed_away() {
+            self.others.swap_remove(i);
+        }
+        self.adopt(children);
+        self.deregister_if_empty(ctx);
         if let Some(t) = start {
             self.sys.pool(self.pool).add_work(t);
         }
     }
 
-    /// Step 3: adopts and bootstraps children, drops an actor that passed away,
-    /// deregisters an empty mailbox.
-    fn after_call(&mut self, ctx: &mut Context<Self>, i: usize) {
-        let children = self.actors[i].take_children();
-        if self.actors[i].passed_away() {
-            self.actors.swap_remove(i);
-        }
-        for child in children {
-            self.actors.push(child);
-            let last = self.actors.len() - 1;
-            self.bootstrap(last);
-        }
-        if self.actors.is_empty() {
+    fn deregister_if_empty(&self, ctx: &mut Context<Self>) {
+        if self.first.is_none() && self.others.is_empty() {
             ctx.deregister_coop(DeregReason::Normal);
         }
     }
 
-    fn bootstrap(&mut self, i: usize) {
+    /// Adopts actors registered with this mailbox and bootstraps each at once (their own
+    /// children recursively: depth = nesting of registrations in bootstraps).
+    fn adopt(&mut self, children: Vec<Box<dyn Hosted>>) {
+        for mut child in children {
+            let pool = self.sys.pool(self.pool);
+            pool.count_handled();
+            let start = pool.activity.then(Instant::now);
+            let parent = child.parent();
+            child.bootstrap(parent);
+            if let Some(t) = start {
+                self.sys.pool(self.pool).add_work(t);
+            }
+            let grandchildren = child.take_children();
+            if !child.passed_away() {
+                self.others.push(child);
+            }
+            self.adopt(grandchildren);
+        }
+    }
+
+    fn bootstrap_first(&mut self) {
+        let Some(first) = &mut self.first else { return };
         let pool = self.sys.pool(self.pool);
         pool.count_handled();
         let start = pool.activity.then(Instant::now);
-        let parent = self.actors[i].parent();
-        self.actors[i].bootstrap(parent);
+        let parent = first.parent;
+        first.actor.bootstrap(&mut first.ctx, parent);
         if let Some(t) = start {
-            self.sys.pool(self.pool).add_work(t);
+            pool.add_work(t);
         }
-        // Children first adopted here bootstrap recursively (depth = nesting in bootstraps).
-        let children = self.actors[i].take_children();
-        let gone = self.actors[i].passed_away();
-        if gone {
-            self.actors.swap_remove(i);
+        let children = first.take_children();
+        if first.passed_away() {
+            self.first = None;
         }
-        for child in children {
-            self.actors.push(child);
-            let last = self.actors.len() - 1;
-            self.bootstrap(last);
-        }
+        self.adopt(children);
     }
 }
 
-impl Agent for MailboxAgent {
+impl<A: Actor> Agent for MailboxAgent<A> {
     fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
         let mbox = ctx.direct_mbox();
-        for a in &mut self.actors {
-            a.set_mailbox(&mbox);
+        if let Some(first) = &mut self.first {
+            first.set_mailbox(&mbox);
         }
         if !self.sys.stats_registered() {
             if let Ok(me) = ctx.me() {
@@ -285,16 +335,17 @@ impl Agent for MailboxAgent {
     }
 
     fn on_start(&mut self, ctx: &mut Context<Self>) {
-        self.bootstrap(0);
-        if self.actors.is_empty() {
-            ctx.deregister_coop(DeregReason::Normal);
-        }
+        self.bootstrap_first();
+        self.deregister_if_empty(ctx);
     }
 
     fn on_finish(&mut self, _ctx: &mut Context<Self>) {
         // Children registered by a handler that then panicked were never adopted: their
         // ids leave the table too.
-        let mut gone: Vec<Box<dyn Hosted>> = self.actors.drain(..).collect();
+        let mut gone: Vec<Box<dyn Hosted>> = std::mem::take(&mut self.others);
+        if let Some(first) = self.first.take() {
+            gone.push(Box::new(first));
+        }
         while let Some(mut a) = gone.pop() {
             gone.extend(a.take_children());
             self.sys.forget(a.id());

@@ -544,7 +544,7 @@ impl SystemInner {
         let id = self.new_id(pool)?;
         let p = self.pool(pool);
         let cell = Cell::new(actor, ActorContext::new(sys.clone(), id), parent);
-        let agent = MailboxAgent::new(sys, pool, Box::new(cell));
+        let agent = MailboxAgent::new(sys, pool, cell);
         let mut coop = self.env.make_coop();
         coop.set_binder(p.binder.clone());
         let mbox = coop.add_agent(agent);

@@ -95,7 +95,10 @@
 //!
 //! ## Cargo features
 //!
-//! None yet.
+//! - `interconnect` (on by default): [`interconnect`], YDB's interconnect between nodes.
+//!   For now its wire codec, [`interconnect::wire`]: every frame of YDB's protocol encoded
+//!   and decoded byte for byte, with no I/O. It adds the `crc32c` and `prost` dependencies;
+//!   build with `default-features = false` to keep the core's small dependency set.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -108,6 +111,8 @@ pub mod coop;
 pub mod dispatcher;
 pub mod environment;
 pub mod exception;
+#[cfg(feature = "interconnect")]
+pub mod interconnect;
 pub mod limits;
 pub mod mbox;
 pub mod mchain;

@@ -1,0 +1,274 @@
+//! [`Packet`]: the 22-byte header of the data stream and its payload.
+
+use super::error::{need, WireError};
+use super::{crc32c_extend, le_u16, le_u32, le_u64};
+
+/// One packet of an established session (YDB's `TTcpPacketHeader_v2` and its payload).
+///
+/// The header is 22 bytes, packed, little-endian:
+///
+/// | offset | size | field | notes |
+/// |---|---|---|---|
+/// | 0 | 8 | [`confirm`](Self::confirm) | u64: the highest data serial this side has received and processed |
+/// | 8 | 8 | [`serial`](Self::serial) | u64: the data serial (1, 2, 3, ...) or an auxiliary code (below) |
+/// | 16 | 4 | checksum | u32: CRC32C of the 22 header bytes with these 4 set to zero, then the payload |
+/// | 20 | 2 | payload length | u16: the number of [`payload`](Self::payload) bytes that follow |
+///
+/// The payload of a data packet is a sequence of [`ChannelPart`](super::ChannelPart)s.
+/// Packets with an empty payload are auxiliary, told apart by the serial
+/// ([`kind`](Self::kind)):
+///
+/// | packet | payload | serial | constructor |
+/// |---|---|---|---|
+/// | data | > 0 bytes | 1, 2, 3, ... within a session | [`data`](Self::data) |
+/// | pure confirm | 0 | 0 | [`pure_confirm`](Self::pure_confirm) |
+/// | ping request | 0 | `stamp \| 1 << 63` ([`PING_REQUEST_MASK`](Self::PING_REQUEST_MASK)) | [`ping_request`](Self::ping_request) |
+/// | ping response | 0 | `stamp \| 1 << 62` ([`PING_RESPONSE_MASK`](Self::PING_RESPONSE_MASK)) | [`ping_response`](Self::ping_response) |
+/// | clock sample | 0 | `unix_micros \| 1 << 61` ([`CLOCK_MASK`](Self::CLOCK_MASK)) | [`clock`](Self::clock) |
+///
+/// The checksum is the CRC32C mode of a session without TLS that did not negotiate XXH3
+/// (`UseXxhash` false), the only mode this codec speaks; with TLS YDB writes 0 and checks
+/// nothing. XDC bytes sent on a second socket are not covered.
+///
+/// # Examples
+///
+/// ```
+/// use agentbox::interconnect::wire::{Packet, PacketKind};
+///
+/// // A data packet: serial 7, confirming the peer's packets up to 3.
+/// let packet = Packet::data(3, 7, b"parts".to_vec());
+/// let bytes = packet.encode();
+/// assert_eq!(bytes.len(), Packet::HEADER_LEN + 5);
+/// assert_eq!(&bytes[0..8], &3u64.to_le_bytes());
+/// assert_eq!(&bytes[8..16], &7u64.to_le_bytes());
+/// assert_eq!(&bytes[20..22], &5u16.to_le_bytes());
+/// assert_eq!(Packet::decode(&bytes)?, (packet.clone(), bytes.len()));
+/// assert_eq!(packet.kind(), PacketKind::Data { serial: 7 });
+///
+/// // A ping and its answer carry the requester's stamp.
+/// let ping = Packet::ping_request(3, 123_456);
+/// assert_eq!(ping.serial, 123_456 | 1 << 63);
+/// let PacketKind::PingRequest { stamp } = ping.kind() else { unreachable!() };
+/// let pong = Packet::ping_response(9, stamp);
+/// assert_eq!(pong.kind(), PacketKind::PingResponse { stamp: 123_456 });
+///
+/// // A flipped bit is caught by the checksum.
+/// let mut bad = bytes.clone();
+/// bad[23] ^= 1;
+/// assert!(matches!(
+///     Packet::decode(&bad),
+///     Err(agentbox::interconnect::wire::WireError::BadChecksum { .. })
+/// ));
+/// # Ok::<(), agentbox::interconnect::wire::WireError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct Packet {
+    /// The highest data serial this side has received and processed. Every packet carries
+    /// it; the peer drops its kept packets up to it.
+    pub confirm: u64,
+    /// The data serial, or the auxiliary code of an empty packet (see the table above).
+    pub serial: u64,
+    /// The payload: channel parts for a data packet, empty for an auxiliary one.
+    pub payload: Vec<u8>,
+}
+
+/// What a [`Packet`] is, by its payload length and serial, tested in YDB's order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PacketKind {
+    /// A non-empty payload: a data packet with this serial (whatever its bits).
+    Data {
+        /// The data serial.
+        serial: u64,
+    },
+    /// An empty packet whose serial has none of bits 63, 62, 61 set: only its confirm
+    /// counts. YDB sends serial 0 and ignores any other value here.
+    Confirm,
+    /// Bit 63 set: a ping request; the peer answers with a ping response carrying `stamp`.
+    PingRequest {
+        /// The serial without bit 63: YDB's CPU-cycle stamp, opaque to the peer.
+        stamp: u64,
+    },
+    /// Bit 62 set (bit 63 clear): the answer to a ping request.
+    PingResponse {
+        /// The serial without bit 62: the stamp of the request it answers.
+        stamp: u64,
+    },
+    /// Bit 61 set (bits 63 and 62 clear): the sender's wall clock.
+    Clock {
+        /// The serial without bit 61: microseconds since the Unix epoch.
+        unix_micros: u64,
+    },
+}
+
+impl Packet {
+    /// The header length: 22 bytes.
+    pub const HEADER_LEN: usize = 22;
+    /// The largest payload the length field can carry (`u16::MAX`); a receiver accepts any.
+    pub const MAX_PAYLOAD: usize = u16::MAX as usize;
+    /// The largest payload YDB's sender puts in one packet, 8074 bytes
+    /// (`TTcpPacketBuf::PacketDataLen` = 4096 * 2 - 96 - 22).
+    pub const SENDER_PAYLOAD: usize = 4096 * 2 - 96 - Self::HEADER_LEN;
+    /// Bit 63 of an empty packet's serial: ping request.
+    pub const PING_REQUEST_MASK: u64 = 1 << 63;
+    /// Bit 62 of an empty packet's serial: ping response.
+    pub const PING_RESPONSE_MASK: u64 = 1 << 62;
+    /// Bit 61 of an empty packet's serial: clock sample.
+    pub const CLOCK_MASK: u64 = 1 << 61;
+
+    /// A data packet: `serial` counts from 1 within a session, `payload` holds channel parts.
+    pub fn data(confirm: u64, serial: u64, payload: Vec<u8>) -> Packet {
+        Packet {
+            confirm,
+            serial,
+            payload,
+        }
+    }
+
+    /// An empty packet that only carries `confirm` (serial 0).
+    pub const fn pure_confirm(confirm: u64) -> Packet {
+        Packet::aux(confirm, 0)
+    }
+
+    /// A ping request: serial `stamp | 1 << 63`. YDB's stamp is a CPU-cycle counter; the
+    /// peer echoes it without bit 63, so bit 63 of `stamp` is lost.
+    pub const fn ping_request(confirm: u64, stamp: u64) -> Packet {
+        Packet::aux(confirm, stamp | Self::PING_REQUEST_MASK)
+    }
+
+    /// The answer to a ping request whose [`PacketKind::PingRequest`] stamp was `stamp`:
+    /// serial `stamp | 1 << 62` (bit 63 of `stamp` cleared, as YDB does).
+    pub const fn ping_response(confirm: u64, stamp: u64) -> Packet {
+        Packet::aux(
+            confirm,
+            (stamp & !Self::PING_REQUEST_MASK) | Self::PING_RESPONSE_MASK,
+        )
+    }
+
+    /// A clock sample: serial `unix_micros | 1 << 61`.
+    pub const fn clock(confirm: u64, unix_micros: u64) -> Packet {
+        Packet::aux(confirm, unix_micros | Self::CLOCK_MASK)
+    }
+
+    const fn aux(confirm: u64, serial: u64) -> Packet {
+        Packet {
+            confirm,
+            serial,
+            payload: Vec::new(),
+        }
+    }
+
+    /// What this packet is, tested as YDB's receiver does: a non-empty payload is data;
+    /// otherwise bit 63, then 62, then 61 of the serial.
+    pub fn kind(&self) -> PacketKind {
+        let serial = self.serial;
+        if !self.payload.is_empty() {
+            PacketKind::Data { serial }
+        } else if serial & Self::PING_REQUEST_MASK != 0 {
+            PacketKind::PingRequest {
+                stamp: serial & !Self::PING_REQUEST_MASK,
+            }
+        } else if serial & Self::PING_RESPONSE_MASK != 0 {
+            PacketKind::PingResponse {
+                stamp: serial & !Self::PING_RESPONSE_MASK,
+            }
+        } else if serial & Self::CLOCK_MASK != 0 {
+            PacketKind::Clock {
+                unix_micros: serial & !Self::CLOCK_MASK,
+            }
+        } else {
+            PacketKind::Confirm
+        }
+    }
+
+    /// Whether this is a data packet (a non-empty payload).
+    pub fn is_data(&self) -> bool {
+        !self.payload.is_empty()
+    }
+
+    /// The checksum of a packet with these fields: CRC32C of the header with its checksum
+    /// field zeroed, then the payload. `payload` must fit a u16 length (its length is
+    /// truncated to 16 bits otherwise).
+    ///
+    /// For writers that build packets in place rather than through [`encode`](Self::encode).
+    pub fn checksum(confirm: u64, serial: u64, payload: &[u8]) -> u32 {
+        let header = Self::header(confirm, serial, 0, payload.len() as u16);
+        crc32c_extend(crc32c_extend(0, &header), payload)
+    }
+
+    fn header(confirm: u64, serial: u64, checksum: u32, len: u16) -> [u8; Self::HEADER_LEN] {
+        let mut h = [0u8; Self::HEADER_LEN];
+        h[0..8].copy_from_slice(&confirm.to_le_bytes());
+        h[8..16].copy_from_slice(&serial.to_le_bytes());
+        h[16..20].copy_from_slice(&checksum.to_le_bytes());
+        h[20..22].copy_from_slice(&len.to_le_bytes());
+        h
+    }
+
+    /// The 22-byte header, checksum included, and the payload.
+    ///
+    /// # Panics
+    ///
+    /// If the payload is over [`MAX_PAYLOAD`](Self::MAX_PAYLOAD) bytes; see
+    /// [`try_encode`](Self::try_encode).
+    pub fn encode(&self) -> Vec<u8> {
+        match self.try_encode() {
+            Ok(bytes) => bytes,
+            Err(e) => panic!("Packet::encode: {e}"),
+        }
+    }
+
+    /// [`encode`](Self::encode) that reports an oversized payload instead of panicking.
+    ///
+    /// # Errors
+    ///
+    /// [`WireError::TooLarge`] if the payload is over [`MAX_PAYLOAD`](Self::MAX_PAYLOAD)
+    /// bytes.
+    pub fn try_encode(&self) -> Result<Vec<u8>, WireError> {
+        let size = self.payload.len();
+        if size > Self::MAX_PAYLOAD {
+            return Err(WireError::TooLarge {
+                size,
+                max: Self::MAX_PAYLOAD,
+            });
+        }
+        let checksum = Self::checksum(self.confirm, self.serial, &self.payload);
+        let mut out = Vec::with_capacity(Self::HEADER_LEN + size);
+        out.extend_from_slice(&Self::header(
+            self.confirm,
+            self.serial,
+            checksum,
+            size as u16,
+        ));
+        out.extend_from_slice(&self.payload);
+        Ok(out)
+    }
+
+    /// Reads a packet from the start of `bytes`; returns it and the bytes consumed (22 +
+    /// payload length).
+    ///
+    /// # Errors
+    ///
+    /// - [`WireError::Truncated`] if the header, or the payload it announces, is not all
+    ///   there (`need` is then the whole packet's length once the header is known);
+    /// - [`WireError::BadChecksum`] if the checksum does not match (YDB drops the
+    ///   connection and resumes the session on a new one).
+    pub fn decode(bytes: &[u8]) -> Result<(Packet, usize), WireError> {
+        need(bytes, Self::HEADER_LEN)?;
+        let confirm = le_u64(bytes, 0);
+        let serial = le_u64(bytes, 8);
+        let expected = le_u32(bytes, 16);
+        let total = Self::HEADER_LEN + le_u16(bytes, 20) as usize;
+        need(bytes, total)?;
+        let payload = &bytes[Self::HEADER_LEN..total];
+        let actual = Self::checksum(confirm, serial, payload);
+        if expected != actual {
+            return Err(WireError::BadChecksum { expected, actual });
+        }
+        let packet = Packet {
+            confirm,
+            serial,
+            payload: payload.to_vec(),
+        };
+        Ok((packet, total))
+    }
+}

@@ -104,11 +104,22 @@ impl<A: Actor> Hosted for Cell<A> {
     }
 }
 
+/// What a [`Delivery`] knows of its system: a weak reference, reached through a link that
+/// lives as long as the process (one small allocation per system, never freed), so that a
+/// delivery carries a plain reference instead of counting one per event. Only a delivery
+/// dropped unhandled upgrades it.
+pub(crate) struct SystemLink {
+    pub(crate) sys: Weak<SystemInner>,
+}
+
+/// The link of deliveries that belong to no system (a mailbox's stop request).
+static DETACHED: SystemLink = SystemLink { sys: Weak::new() };
+
 /// A handle on its way to a mailbox. Reports itself as not delivered if dropped with the
 /// handle still inside (see the module docs).
 pub(crate) struct Delivery {
     handle: Option<EventHandle>,
-    sys: Weak<SystemInner>,
+    link: &'static SystemLink,
     /// Set for scheduled events: a cancelled one is dropped quietly.
     cancelled: Option<Arc<AtomicBool>>,
     /// Whether it is in its pool's queue-length count.
@@ -118,13 +129,13 @@ pub(crate) struct Delivery {
 impl Delivery {
     pub(crate) fn new(
         handle: EventHandle,
-        sys: Weak<SystemInner>,
+        link: &'static SystemLink,
         cancelled: Option<Arc<AtomicBool>>,
         counted: bool,
     ) -> Self {
         Delivery {
             handle: Some(handle),
-            sys,
+            link,
             cancelled,
             counted,
         }
@@ -137,7 +148,7 @@ impl Delivery {
     pub(crate) fn stop() -> Self {
         Delivery {
             handle: None,
-            sys: Weak::new(),
+            link: &DETACHED,
             cancelled: None,
             counted: false,
         }
@@ -154,7 +165,7 @@ impl Drop for Delivery {
         {
             return;
         }
-        if let Some(sys) = self.sys.upgrade() {
+        if let Some(sys) = self.link.sys.upgrade() {
             if self.counted {
                 sys.dequeued(h.recipient_rewrite());
             }

@@ -146,7 +146,7 @@ impl SystemInner {
         if pool.activity {
             pool.enqueued.fetch_add(1, Ordering::Relaxed);
         }
-        let d = Delivery::new(h, self.me.clone(), None, pool.activity);
+        let d = Delivery::new(h, self.link, None, pool.activity);
         // A direct mbox never refuses (a refused event reports itself on drop).
         let _ = mbox.deliver(Message::new_mutable(d), 0);
     }
@@ -247,7 +247,7 @@ impl SystemInner {
         h: EventHandle,
     ) -> ScheduleHandle {
         let cancelled = Arc::new(AtomicBool::new(false));
-        let d = Delivery::new(h, self.me.clone(), Some(cancelled.clone()), false);
+        let d = Delivery::new(h, self.link, Some(cancelled.clone()), false);
         // On failure the delivery was dropped inside: it reported itself (Shutdown).
         let timer = crate::send_delayed_mutable(mailbox, delay, d)
             .ok()

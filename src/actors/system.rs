@@ -12,7 +12,7 @@ use super::event::Event;
 use super::flags::EventFlags;
 use super::handle::EventHandle;
 use super::id::ActorId;
-use super::mailbox::{Cell, Delivery, Hosted, MailboxAgent};
+use super::mailbox::{Cell, Delivery, Hosted, MailboxAgent, SystemLink};
 use super::pools::{Pool, PoolConfig, PoolStats};
 use super::routing::Route;
 use super::services::{LocalServices, ServiceError};
@@ -252,6 +252,8 @@ pub(crate) struct SystemInner {
     pub(crate) counters: DeliveryCounters,
     stopping: AtomicBool,
     pub(crate) me: Weak<SystemInner>,
+    /// What deliveries carry (see `SystemLink`).
+    pub(crate) link: &'static SystemLink,
     /// Holds the system's stats source (the stats controller holds it weakly).
     stats_reg: SourceReg,
     /// Whether the source is registered with the environment (by the first mailbox).
@@ -307,6 +309,7 @@ impl ActorSystem {
                 counters: DeliveryCounters::default(),
                 stopping: AtomicBool::new(false),
                 me: me.clone(),
+                link: Box::leak(Box::new(SystemLink { sys: me.clone() })),
                 stats_reg: SourceReg::new(source),
                 stats_registered: AtomicBool::new(false),
             }

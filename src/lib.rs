@@ -109,6 +109,7 @@ pub mod agent;
 pub mod compile_checks;
 pub mod coop;
 pub mod dispatcher;
+mod drops;
 pub mod environment;
 pub mod exception;
 #[cfg(feature = "interconnect")]
@@ -132,13 +133,14 @@ pub use agent::{
 };
 pub use coop::{Coop, CoopDeregistered, CoopHandle, CoopRegistered, DeregReason, RegisterError};
 pub use dispatcher::{BindParams, Binder, DispatcherHandle, Fifo};
+pub use drops::DropCounts;
 pub use environment::{
     EnvParams, Environment, LaunchError, StopGuard, StopGuardError, WeakEnv, WrappedEnv,
 };
 pub use exception::ExceptionReaction;
 pub use mbox::{
-    send, send_mutable, DeliveryFilter, Mbox, MboxId, MboxImpl, MboxKind, NamedMboxError, RawMbox, SendError,
-    SubscribeError,
+    send, send_mutable, DeliveryFilter, Mbox, MboxId, MboxImpl, MboxKind, NamedMboxError, RawMbox,
+    SendError, SubscribeError,
 };
 pub use message::{
     Access, Envelope, Message, MessageType, Mutable, RedirectionDepth, MAX_REDIRECTION_DEPTH,

@@ -58,6 +58,7 @@ use parking_lot::RwLock;
 use thiserror::Error;
 
 use crate::agent::AgentArc;
+use crate::drops::DropReason;
 use crate::mbox::{Mbox, MboxId};
 use crate::message::{Access, Message, MessageType, RedirectionDepth};
 use crate::sync::{AtomicUsize, Ordering};
@@ -367,6 +368,14 @@ impl LimitTable {
     }
 }
 
+/// A redirected or transformed message that went past the redirection depth is a drop
+/// nobody else reports (the sender's `send` returned long ago).
+fn count_redirect_failure(core: &AgentArc, sent: &Result<(), crate::mbox::SendError>) {
+    if let Err(crate::mbox::SendError::RedirectionDepthExceeded { .. }) = sent {
+        core.drops.count(DropReason::RedirectionDepth);
+    }
+}
+
 /// Rules 3 and 4: what happens to a message over the limit.
 #[cold]
 #[inline(never)]
@@ -384,7 +393,7 @@ pub(crate) fn overflow(
             .msg(msg.message_type())
     });
     match &limit.spec.overflow {
-        Overflow::Drop => {}
+        Overflow::Drop => core.drops.count(DropReason::OverLimit),
         Overflow::Abort => {
             let line = format!(
                 "agent {} is over its limit of {} for {}: aborting",
@@ -399,18 +408,16 @@ pub(crate) fn overflow(
             std::process::abort();
         }
         Overflow::Redirect(to) => {
-            crate::mchain::without_waiting(|| {
-                let _ = to.deliver(msg, depth + 1);
-            });
+            let sent = crate::mchain::without_waiting(|| to.deliver(msg, depth + 1));
+            count_redirect_failure(core, &sent);
         }
         Overflow::Transform(f) => {
             let Some(payload) = msg.reveal(Access::Transformation) else {
                 return;
             };
             if let Some(t) = f(payload) {
-                crate::mchain::without_waiting(|| {
-                    let _ = t.to.deliver(t.msg, depth + 1);
-                });
+                let sent = crate::mchain::without_waiting(|| t.to.deliver(t.msg, depth + 1));
+                count_redirect_failure(core, &sent);
             }
         }
     }

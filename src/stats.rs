@@ -1,6 +1,7 @@
 //! Run-time monitoring: a stats controller that distributes quantities as messages.
 //!
-//! Off by default; while off nothing runs and nothing is counted on the message path
+//! Off by default; while off nothing runs and nothing is counted on the message path but
+//! drops (one relaxed counter on each drop path, see [`DropCounts`](crate::DropCounts))
 //! (dispatchers keep the counts they keep anyway: agents bound, demands waiting). Once
 //! turned on, every period (default 2 s) a distribution thread sends to
 //! [`StatsController::mbox`]: [`StatsStarted`], one [`Quantity`] per data source and
@@ -15,6 +16,7 @@
 //! | `coop_repository` | `coop.count` | coops registered (deregistering included) |
 //! | `mbox_repository` | `named_mbox.count` | named mboxes alive |
 //! | `timer_thread` | `timer.count` | timers pending (scheduled, not cancelled, not done) |
+//! | `drops` | `no_subscribers.count`, `filtered.count`, `over_limit.count`, `no_handler.count`, `at_deregistration.count`, `redirection_depth.count` | messages accepted by `send` and then dropped, by reason, since the environment started (see [`DropCounts`](crate::DropCounts)) |
 //! | `disp/<kind>/<name>` | `agent.count` | agents bound to the dispatcher |
 //! | `disp/<kind>/<name>` | `threads.count` | its worker threads |
 //! | `disp/<kind>/<name>/<queue>` | `demands.count` | demands waiting in one queue |
@@ -202,6 +204,21 @@ impl StatsCore {
             suffix: "timer.count",
             value: env.pending_timers(),
         });
+        let drops = env.drop_counts();
+        for (suffix, n) in [
+            ("no_subscribers.count", drops.no_subscribers),
+            ("filtered.count", drops.filtered),
+            ("over_limit.count", drops.over_limit),
+            ("no_handler.count", drops.no_handler),
+            ("at_deregistration.count", drops.at_deregistration),
+            ("redirection_depth.count", drops.redirection_depth),
+        ] {
+            send(Quantity {
+                prefix: "drops".into(),
+                suffix,
+                value: usize::try_from(n).unwrap_or(usize::MAX),
+            });
+        }
         let sources: Vec<SourceRef> = self
             .sources
             .lock()

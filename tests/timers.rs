@@ -582,7 +582,7 @@ fn a_cancelled_timer_with_a_queued_copy_frees_the_message_with_that_copy() {
             send_delayed(&chain.as_mbox(), Duration::ZERO, DropFlag(freed.clone())).unwrap();
         // Wait until the copy is queued in the chain, then cancel.
         let until = Instant::now() + PATIENCE;
-        while chain.len() == 0 && Instant::now() < until {
+        while chain.is_empty() && Instant::now() < until {
             std::thread::yield_now();
         }
         assert_eq!(chain.len(), 1);

@@ -11,6 +11,7 @@ use super::fast_types::{self, type_key, FastTypes};
 use super::{AgentId, Priority};
 use crate::coop::CoopInner;
 use crate::dispatcher::{AgentKey, Demand, DemandKind, EventQueue};
+use crate::drops::{DropCounters, DropReason};
 use crate::environment::{Environment, WeakEnv};
 use crate::exception::ExceptionReaction;
 use crate::limits::LimitTable;
@@ -56,6 +57,8 @@ pub(crate) struct AgentCore {
     pub(crate) coop: OnceLock<Weak<CoopInner>>,
     /// The environment's tracer, if tracing is on.
     pub(crate) trace: Trace,
+    /// The environment's drop counters.
+    pub(crate) drops: Arc<DropCounters>,
     /// Message limits, fixed at the agent's first subscription (unset: no limits). Boxed:
     /// most agents have none, and the core is allocated per agent.
     pub(crate) limits: OnceLock<Box<LimitTable>>,
@@ -80,6 +83,7 @@ impl AgentCore {
             fast_types: FastTypes::new(),
             coop: OnceLock::new(),
             trace: env.0.trace.clone(),
+            drops: env.0.drops.clone(),
             limits: OnceLock::new(),
         }
     }
@@ -213,6 +217,7 @@ impl AgentRef {
     /// Traces that a message was not given to this agent: a delivery filter refused it.
     /// Custom mboxes that filter call this so that delivery tracing sees the step.
     pub fn trace_filtered(&self, mbox: MboxId, msg: &Message) {
+        self.0.drops.count(DropReason::Filtered);
         trace::emit(&self.0.trace, || {
             TraceRecord::new(TraceEvent::RejectedByFilter)
                 .agent(self.0.id)
@@ -295,12 +300,28 @@ pub(crate) fn deliver_to(core: &AgentArc, mbox: MboxId, msg: Message, depth: Red
 #[inline]
 pub(crate) fn direct_deliver(core: &AgentArc, msg: Message, depth: RedirectionDepth) {
     if !core.direct_accepts(&msg) {
+        direct_refused(core, &msg);
+        return;
+    }
+    deliver_to(core, core.mbox_id(), msg, depth);
+}
+
+/// Counts and traces a message the direct mbox refused (off the sending path's fast lane).
+#[cold]
+#[inline(never)]
+fn direct_refused(core: &AgentArc, msg: &Message) {
+    let subscribed = core
+        .direct
+        .read_recursive()
+        .get(&msg.type_id())
+        .is_some_and(|e| e.subscribed);
+    core.drops.count(if subscribed {
+        DropReason::Filtered
+    } else {
+        DropReason::NoSubscribers
+    });
+    {
         trace::emit(&core.trace, || {
-            let subscribed = core
-                .direct
-                .read_recursive()
-                .get(&msg.type_id())
-                .is_some_and(|e| e.subscribed);
             let event = if subscribed {
                 TraceEvent::RejectedByFilter
             } else {
@@ -311,9 +332,7 @@ pub(crate) fn direct_deliver(core: &AgentArc, msg: Message, depth: RedirectionDe
                 .mbox(core.mbox_id())
                 .msg(msg.message_type())
         });
-        return;
     }
-    deliver_to(core, core.mbox_id(), msg, depth);
 }
 
 impl PartialEq for AgentRef {

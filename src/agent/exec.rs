@@ -13,6 +13,7 @@ use super::core::{AgentArc, AgentExec, ACTIVE, FINISHED};
 use super::subscription::{Action, Handler, SafeFn};
 use super::{Agent, AgentRef, Context, DefineError, State, StateError};
 use crate::dispatcher::DemandKind;
+use crate::drops::DropReason;
 use crate::exception::{self, Failure};
 use crate::mbox::MboxId;
 use crate::message::{Access, Message};
@@ -278,6 +279,7 @@ impl<A: Agent> Inner<A> {
                         return self.apply_pending();
                     }
                     // No handler in this state: dropped.
+                    self.ctx.env.0.drops.count(DropReason::NoHandler);
                     trace::emit(&self.ctx.trace, || {
                         TraceRecord::new(TraceEvent::NoHandler)
                             .agent(self.ctx.id)
@@ -361,6 +363,7 @@ impl<A: Agent> AgentExec for Inner<A> {
                     limits.release(msg.type_id());
                 }
                 if core.status() != ACTIVE {
+                    core.drops.count(DropReason::AtDeregistration);
                     trace::emit(&core.trace, || {
                         TraceRecord::new(TraceEvent::DroppedAtDeregistration)
                             .agent(core.id)

@@ -32,6 +32,7 @@ pub use wrapped::WrappedEnv;
 
 use crate::coop::{self, Coop, CoopHandle, CoopInner, DeregReason, RegisterError};
 use crate::dispatcher::{one_thread, Binder, BuildError, DispatcherHandle};
+use crate::drops::{DropCounters, DropCounts, DropReason};
 use crate::exception::ExceptionReaction;
 use crate::mbox::named::{Introduced, NamedMboxError, NamedRegistry};
 use crate::mbox::{mpmc, unique, Mbox, Repr};
@@ -100,6 +101,7 @@ pub(crate) struct EnvInner {
     finished: Condvar,
     named: Arc<NamedRegistry>,
     introduced: Introduced,
+    pub(crate) drops: Arc<DropCounters>,
     default_disp: Mutex<Option<DispatcherHandle>>,
     final_tx: Sender<FinalCmd>,
     reaction: ExceptionReaction,
@@ -157,6 +159,7 @@ impl Environment {
         let trace: Trace = params
             .tracer
             .map(|t| Arc::new(TraceHub::new(t, params.trace_filter)));
+        let drops = Arc::new(DropCounters::default());
         let env = Environment(Arc::new_cyclic(|weak| {
             let weak = WeakEnv(weak.clone());
             EnvInner {
@@ -164,6 +167,7 @@ impl Environment {
                 finished: Condvar::new(),
                 named: Arc::new(NamedRegistry::default()),
                 introduced: Introduced::default(),
+                drops: drops.clone(),
                 default_disp: Mutex::new(Some(default)),
                 final_tx,
                 reaction: params.exception_reaction,
@@ -171,7 +175,13 @@ impl Environment {
                 autoshutdown: params.autoshutdown,
                 stats: StatsCore::new(
                     weak.clone(),
-                    Mbox(Repr::Mpmc(mpmc::create(weak.clone(), trace.clone()))),
+                    // The stats' own notices are broadcasts: a notice nobody listens to
+                    // is not a dropped message (counters of its own).
+                    Mbox(Repr::Mpmc(mpmc::create(
+                        weak.clone(),
+                        trace.clone(),
+                        Arc::new(DropCounters::default()),
+                    ))),
                 ),
                 trace,
                 timers: TimerThread::new(weak.clone()),
@@ -305,6 +315,7 @@ impl Environment {
         Mbox(Repr::Mpmc(mpmc::create(
             self.downgrade(),
             self.0.trace.clone(),
+            self.0.drops.clone(),
         )))
     }
 
@@ -315,6 +326,7 @@ impl Environment {
             name,
             self.downgrade(),
             self.0.trace.clone(),
+            self.0.drops.clone(),
         )))
     }
 
@@ -457,10 +469,16 @@ impl Environment {
         self.0.reaction
     }
 
-    /// Traces that a message sent to `mbox` reached no subscriber (delivery tracing's
-    /// `NoSubscribers`). Custom mboxes call this, as the built-in ones do; with tracing off
-    /// it costs one branch.
+    /// Messages accepted and then dropped so far, by reason (also in the run-time stats).
+    pub fn drop_counts(&self) -> DropCounts {
+        self.0.drops.snapshot()
+    }
+
+    /// Reports that a message sent to `mbox` reached no subscriber: counted in
+    /// [`drop_counts`](Self::drop_counts) and traced as `NoSubscribers`. Custom mboxes
+    /// call this, as the built-in ones do.
     pub fn trace_no_subscribers(&self, mbox: crate::mbox::MboxId, msg: &crate::Message) {
+        self.0.drops.count(DropReason::NoSubscribers);
         crate::trace::emit(&self.0.trace, || {
             crate::trace::TraceRecord::new(crate::trace::TraceEvent::NoSubscribers)
                 .mbox(mbox)

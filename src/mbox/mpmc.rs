@@ -8,6 +8,7 @@ use parking_lot::RwLock;
 use super::named::NamedRegistry;
 use super::{DeliveryFilter, MboxId, SendError, SubscribeError};
 use crate::agent::AgentRef;
+use crate::drops::{DropCounters, DropReason};
 use crate::environment::WeakEnv;
 use crate::message::{Message, MessageType, RedirectionDepth};
 use crate::small_map::SmallMap;
@@ -25,6 +26,7 @@ pub(crate) struct MpmcMbox {
     pub(crate) id: MboxId,
     pub(crate) env: WeakEnv,
     trace: Trace,
+    drops: Arc<DropCounters>,
     name: Option<(String, Weak<NamedRegistry>)>,
     /// Subscribers per type, highest priority first, then in subscription order.
     table: RwLock<SmallMap<TypeId, Vec<Subscriber>>>,
@@ -34,12 +36,14 @@ impl MpmcMbox {
     pub(crate) fn new(
         env: WeakEnv,
         trace: Trace,
+        drops: Arc<DropCounters>,
         name: Option<(String, Weak<NamedRegistry>)>,
     ) -> Self {
         MpmcMbox {
             id: MboxId::next(),
             env,
             trace,
+            drops,
             name,
             table: RwLock::new(SmallMap::default()),
         }
@@ -59,6 +63,7 @@ impl MpmcMbox {
         // A type with a list is immutable: subscribing to a mutable one is refused here.
         let Some(list) = table.get(&msg.type_id()) else {
             self.check_immutable(&msg)?;
+            self.drops.count(DropReason::NoSubscribers);
             trace::emit(&self.trace, || {
                 TraceRecord::new(TraceEvent::NoSubscribers)
                     .mbox(self.id)
@@ -77,6 +82,7 @@ impl MpmcMbox {
         }
         if subscribers == 0 {
             // Only filters without subscriptions for this type: nobody listens.
+            self.drops.count(DropReason::NoSubscribers);
             trace::emit(&self.trace, || {
                 TraceRecord::new(TraceEvent::NoSubscribers)
                     .mbox(self.id)
@@ -192,6 +198,6 @@ impl Drop for MpmcMbox {
     }
 }
 
-pub(crate) fn create(env: WeakEnv, trace: Trace) -> Arc<MpmcMbox> {
-    Arc::new(MpmcMbox::new(env, trace, None))
+pub(crate) fn create(env: WeakEnv, trace: Trace, drops: Arc<DropCounters>) -> Arc<MpmcMbox> {
+    Arc::new(MpmcMbox::new(env, trace, drops, None))
 }

@@ -23,6 +23,7 @@ impl NamedRegistry {
         name: &str,
         env: WeakEnv,
         trace: Trace,
+        drops: Arc<crate::drops::DropCounters>,
     ) -> Arc<MpmcMbox> {
         let mut map = self.map.lock();
         if let Some(existing) = map.get(name).and_then(Weak::upgrade) {
@@ -31,6 +32,7 @@ impl NamedRegistry {
         let mbox = Arc::new(MpmcMbox::new(
             env,
             trace,
+            drops,
             Some((name.to_owned(), Arc::downgrade(self))),
         ));
         map.insert(name.to_owned(), Arc::downgrade(&mbox));

@@ -33,6 +33,7 @@ impl UniqueMbox {
             Some(agent) => agent.push_message(self.id, msg, depth),
             None => {
                 if let Some(env) = self.env.upgrade() {
+                    env.0.drops.count(crate::drops::DropReason::NoSubscribers);
                     trace::emit(&env.0.trace, || {
                         TraceRecord::new(TraceEvent::NoSubscribers)
                             .mbox(self.id)

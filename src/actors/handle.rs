@@ -102,12 +102,14 @@ impl EventHandle {
     }
 
     /// This handle with the flags word `flags` (flags and channel).
+    #[inline]
     pub fn with_flags(mut self, flags: EventFlags) -> EventHandle {
         self.flags = flags;
         self
     }
 
     /// This handle with cookie `cookie`.
+    #[inline]
     pub fn with_cookie(mut self, cookie: u64) -> EventHandle {
         self.cookie = cookie;
         self
@@ -123,32 +125,38 @@ impl EventHandle {
     }
 
     /// The event type.
+    #[inline]
     pub fn event_type(&self) -> EventType {
         self.event_type
     }
 
     /// The flags word (flags and channel).
+    #[inline]
     pub fn flags(&self) -> EventFlags {
         self.flags
     }
 
     /// The recipient as the sender addressed it (a service id stays a service id).
+    #[inline]
     pub fn recipient(&self) -> ActorId {
         self.recipient
     }
 
     /// The actor the recipient resolved to: the registered actor of a service id, else the
     /// recipient itself (YDB's `GetRecipientRewrite`).
+    #[inline]
     pub fn recipient_rewrite(&self) -> ActorId {
         self.rewrite
     }
 
     /// The sender ([`ActorId::EMPTY`] for sends from outside any actor, unless given).
+    #[inline]
     pub fn sender(&self) -> ActorId {
         self.sender
     }
 
     /// The cookie: opaque to the system; a reply echoes it.
+    #[inline]
     pub fn cookie(&self) -> u64 {
         self.cookie
     }
@@ -214,6 +222,7 @@ impl EventHandle {
     /// Gives the handle back from a state function: "I do not handle this". A
     /// [`Poison`](super::Poison) given back passes the actor away; any other event becomes a
     /// dead letter with reason [`Unhandled`](super::DeadLetterReason::Unhandled).
+    #[inline]
     pub fn unhandled(self) -> Handled {
         Handled::No(self)
     }
@@ -224,6 +233,7 @@ impl EventHandle {
         self.rewrite = recipient;
     }
 
+    #[inline]
     pub(crate) fn set_rewrite(&mut self, rewrite: ActorId) {
         self.rewrite = rewrite;
     }

@@ -127,6 +127,7 @@ pub(crate) struct Delivery {
 }
 
 impl Delivery {
+    #[inline]
     pub(crate) fn new(
         handle: EventHandle,
         link: &'static SystemLink,

@@ -128,6 +128,7 @@ mod parse;
 mod pools;
 mod routing;
 mod services;
+mod setup;
 mod system;
 mod system_events;
 mod table;
@@ -152,7 +153,8 @@ pub use parse::{ActorIdField, ParseActorIdError};
 pub use pools::{PoolConfig, PoolStats};
 pub use routing::Route;
 pub use services::ServiceError;
-pub use system::{ActorSystem, RegisterActorError, SystemError, SystemSetup, SystemStats};
+pub use setup::{SystemError, SystemSetup};
+pub use system::{ActorSystem, RegisterActorError, SystemStats};
 pub use system_events::{
     Bootstrap, Gone, Poison, Undelivered, UndeliveredDecodeError, UndeliveredReason,
     UnknownUndeliveredReason, Wakeup,

@@ -16,11 +16,13 @@
 //! | [`proxy`] | a base that delegates everything to an inner mbox, for writing your own |
 //! | [`envelopes`] | revocable and time-limited messages |
 //! | [`shutdowner`] | lets agents finish their own way when the environment stops |
+//! | [`async_op`] | one-time async operations: completion (and timeout) handlers subscribed and unsubscribed together |
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod anti_jitter;
+pub mod async_op;
 pub mod broadcast;
 pub mod collecting;
 pub mod composite;

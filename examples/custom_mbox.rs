@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use agentbox::prelude::*;
 use agentbox::{
-    AgentRef, DeliveryFilter, MboxId, MboxImpl, Message, MessageType, RedirectionDepth, SendError,
-    SubscribeError,
+    DeliveryFilter, DeliveryMode, MboxId, MboxImpl, Message, MessageType, RedirectionDepth,
+    SendError, Sink, SubscribeError,
 };
 use parking_lot::Mutex;
 
@@ -27,29 +27,34 @@ impl MboxImpl for Tap {
     fn kind(&self) -> MboxKind {
         self.inner.kind()
     }
-    fn subscribe(&self, ty: MessageType, who: &AgentRef) -> Result<(), SubscribeError> {
+    fn subscribe(&self, ty: MessageType, who: &Sink) -> Result<(), SubscribeError> {
         self.inner.raw().subscribe(ty, who)
     }
-    fn unsubscribe(&self, ty: MessageType, who: &AgentRef) {
+    fn unsubscribe(&self, ty: MessageType, who: &Sink) {
         self.inner.raw().unsubscribe(ty, who)
     }
-    fn deliver(&self, msg: Message, depth: RedirectionDepth) -> Result<(), SendError> {
+    fn deliver(
+        &self,
+        msg: Message,
+        depth: RedirectionDepth,
+        mode: DeliveryMode,
+    ) -> Result<(), SendError> {
         *self
             .counts
             .lock()
             .entry(msg.message_type().name())
             .or_default() += 1;
-        self.inner.deliver(msg, depth + 1)
+        self.inner.deliver_with(msg, depth + 1, mode)
     }
     fn set_delivery_filter(
         &self,
         ty: MessageType,
         filter: DeliveryFilter,
-        who: &AgentRef,
+        who: &Sink,
     ) -> Result<(), SubscribeError> {
         self.inner.raw().set_delivery_filter(ty, filter, who)
     }
-    fn drop_delivery_filter(&self, ty: MessageType, who: &AgentRef) {
+    fn drop_delivery_filter(&self, ty: MessageType, who: &Sink) {
         self.inner.raw().drop_delivery_filter(ty, who)
     }
     fn name(&self) -> String {

@@ -139,8 +139,9 @@ pub use environment::{
 };
 pub use exception::ExceptionReaction;
 pub use mbox::{
-    send, send_mutable, DeliveryFilter, Mbox, MboxId, MboxImpl, MboxKind, NamedMboxError, RawMbox,
-    SendError, SubscribeError,
+    send, send_mutable, DeliveryFilter, DeliveryMode, Mbox, MboxId, MboxImpl, MboxKind,
+    MessageSink, MultiSinkBinding, NamedMboxError, RawMbox, SendError, SingleSinkBinding, Sink,
+    SubscribeError,
 };
 pub use message::{
     Access, Envelope, Message, MessageType, Mutable, RedirectionDepth, MAX_REDIRECTION_DEPTH,

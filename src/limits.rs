@@ -59,7 +59,7 @@ use thiserror::Error;
 
 use crate::agent::AgentArc;
 use crate::drops::DropReason;
-use crate::mbox::{Mbox, MboxId};
+use crate::mbox::{DeliveryMode, Mbox, MboxId};
 use crate::message::{Access, Message, MessageType, RedirectionDepth};
 use crate::sync::{AtomicUsize, Ordering};
 use crate::trace::{self, LimitAction, TraceEvent, TraceRecord};
@@ -408,7 +408,7 @@ pub(crate) fn overflow(
             std::process::abort();
         }
         Overflow::Redirect(to) => {
-            let sent = crate::mchain::without_waiting(|| to.deliver(msg, depth + 1));
+            let sent = to.deliver_with(msg, depth + 1, DeliveryMode::Nonblocking);
             count_redirect_failure(core, &sent);
         }
         Overflow::Transform(f) => {
@@ -416,7 +416,8 @@ pub(crate) fn overflow(
                 return;
             };
             if let Some(t) = f(payload) {
-                let sent = crate::mchain::without_waiting(|| t.to.deliver(t.msg, depth + 1));
+                let sent =
+                    t.to.deliver_with(t.msg, depth + 1, DeliveryMode::Nonblocking);
                 count_redirect_failure(core, &sent);
             }
         }

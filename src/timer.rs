@@ -78,7 +78,7 @@ use thiserror::Error;
 use crate::agent::AgentRef;
 use crate::dispatcher::DemandKind;
 use crate::environment::WeakEnv;
-use crate::mbox::{Mbox, MboxId, MboxKind};
+use crate::mbox::{DeliveryMode, Mbox, MboxId, MboxKind};
 use crate::message::{Access, Envelope, Message};
 
 /// Why a timer could not be scheduled.
@@ -317,8 +317,9 @@ impl TimerEntry {
             return; // cancelled meanwhile
         };
         match &self.target {
+            // The timer thread never waits for room in a full chain.
             Target::Mbox(m) => {
-                let _ = m.deliver(msg, 0);
+                let _ = m.deliver_with(msg, 0, DeliveryMode::Nonblocking);
             }
             Target::Agent(a, mbox) => a.push(DemandKind::Message { mbox: *mbox, msg }),
         }
@@ -541,9 +542,7 @@ fn run(engine: &Engine, env: &WeakEnv) {
                 // A delivery filter or a custom mbox runs here: its panic must not end the
                 // timer thread (and every timer with it).
                 let last = entry.period.is_none();
-                let fired = catch_unwind(AssertUnwindSafe(|| {
-                    crate::mchain::without_waiting(|| entry.fire(last))
-                }));
+                let fired = catch_unwind(AssertUnwindSafe(|| entry.fire(last)));
                 if let Err(payload) = fired {
                     let line = format!(
                         "a timer delivery panicked (in a delivery filter or a custom mbox): {}",

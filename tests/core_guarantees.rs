@@ -13,8 +13,8 @@ use parking_lot::Mutex;
 use agentbox::prelude::*;
 use agentbox::trace::{TraceEvent, TraceRecord, Tracer};
 use agentbox::{
-    AgentRef, DeliveryFilter, EnvParams, MboxId, MboxImpl, Message, MessageType, RedirectionDepth,
-    RegisterError, SendError, SubscribeError,
+    DeliveryFilter, DeliveryMode, EnvParams, MboxId, MboxImpl, Message, MessageType,
+    RedirectionDepth, RegisterError, SendError, Sink, SubscribeError,
 };
 use common::{send_self, within_patience, Log, Script};
 
@@ -597,13 +597,13 @@ fn a_direct_mbox_filter_without_a_subscription_delivers_nothing_and_filters_once
 
 struct Entry {
     ty: MessageType,
-    agent: AgentRef,
+    agent: Sink,
     subscribed: bool,
     filter: Option<DeliveryFilter>,
 }
 
 /// A multi-consumer mbox written against the public trait only, filtering by itself and
-/// reporting refusals with `AgentRef::trace_filtered`.
+/// reporting refusals with `Sink::trace_filtered`.
 struct FilteringMbox {
     id: MboxId,
     env: agentbox::WeakEnv,
@@ -611,7 +611,7 @@ struct FilteringMbox {
 }
 
 impl FilteringMbox {
-    fn with_entry(&self, ty: MessageType, who: &AgentRef, f: impl FnOnce(&mut Entry)) {
+    fn with_entry(&self, ty: MessageType, who: &Sink, f: impl FnOnce(&mut Entry)) {
         let mut entries = self.entries.lock();
         let pos = match entries.iter().position(|e| e.ty == ty && e.agent == *who) {
             Some(p) => p,
@@ -637,21 +637,26 @@ impl MboxImpl for FilteringMbox {
     fn kind(&self) -> MboxKind {
         MboxKind::MultiConsumer
     }
-    fn subscribe(&self, ty: MessageType, who: &AgentRef) -> Result<(), SubscribeError> {
+    fn subscribe(&self, ty: MessageType, who: &Sink) -> Result<(), SubscribeError> {
         self.with_entry(ty, who, |e| e.subscribed = true);
         Ok(())
     }
-    fn unsubscribe(&self, ty: MessageType, who: &AgentRef) {
+    fn unsubscribe(&self, ty: MessageType, who: &Sink) {
         self.with_entry(ty, who, |e| e.subscribed = false);
     }
-    fn deliver(&self, msg: Message, depth: RedirectionDepth) -> Result<(), SendError> {
+    fn deliver(
+        &self,
+        msg: Message,
+        depth: RedirectionDepth,
+        mode: DeliveryMode,
+    ) -> Result<(), SendError> {
         let entries = self.entries.lock();
         for e in entries
             .iter()
             .filter(|e| e.subscribed && e.ty == msg.message_type())
         {
             if e.filter.as_ref().is_none_or(|f| f.accepts(&msg)) {
-                e.agent.push_message(self.id, msg.clone(), depth);
+                e.agent.push_message(self.id, msg.clone(), depth, mode);
             } else {
                 e.agent.trace_filtered(self.id, &msg);
             }
@@ -662,12 +667,12 @@ impl MboxImpl for FilteringMbox {
         &self,
         ty: MessageType,
         filter: DeliveryFilter,
-        who: &AgentRef,
+        who: &Sink,
     ) -> Result<(), SubscribeError> {
         self.with_entry(ty, who, |e| e.filter = Some(filter));
         Ok(())
     }
-    fn drop_delivery_filter(&self, ty: MessageType, who: &AgentRef) {
+    fn drop_delivery_filter(&self, ty: MessageType, who: &Sink) {
         self.with_entry(ty, who, |e| e.filter = None);
     }
     fn name(&self) -> String {

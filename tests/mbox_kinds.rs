@@ -259,11 +259,11 @@ fn signals_are_zero_sized_messages() {
 fn deliveries_through_a_stale_reference_never_reach_a_finished_agent() {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
-    // A custom mbox keeps its subscriber's `AgentRef` after the agent is gone (it ignores
+    // A custom mbox keeps its subscriber's `Sink` after the agent is gone (it ignores
     // unsubscribe); its later deliveries must not reach, or pile up for, the dead agent.
     struct Sticky {
         id: agentbox::MboxId,
-        who: parking_lot::Mutex<Option<agentbox::AgentRef>>,
+        who: parking_lot::Mutex<Option<agentbox::Sink>>,
     }
     impl agentbox::MboxImpl for Sticky {
         fn id(&self) -> agentbox::MboxId {
@@ -275,19 +275,20 @@ fn deliveries_through_a_stale_reference_never_reach_a_finished_agent() {
         fn subscribe(
             &self,
             _: agentbox::MessageType,
-            who: &agentbox::AgentRef,
+            who: &agentbox::Sink,
         ) -> Result<(), SubscribeError> {
             *self.who.lock() = Some(who.clone());
             Ok(())
         }
-        fn unsubscribe(&self, _: agentbox::MessageType, _: &agentbox::AgentRef) {}
+        fn unsubscribe(&self, _: agentbox::MessageType, _: &agentbox::Sink) {}
         fn deliver(
             &self,
             msg: Message,
             depth: agentbox::RedirectionDepth,
+            mode: agentbox::DeliveryMode,
         ) -> Result<(), SendError> {
             if let Some(w) = &*self.who.lock() {
-                w.push_message(self.id, msg, depth);
+                w.push_message(self.id, msg, depth, mode);
             }
             Ok(())
         }
@@ -295,11 +296,11 @@ fn deliveries_through_a_stale_reference_never_reach_a_finished_agent() {
             &self,
             _: agentbox::MessageType,
             _: agentbox::DeliveryFilter,
-            _: &agentbox::AgentRef,
+            _: &agentbox::Sink,
         ) -> Result<(), SubscribeError> {
             Ok(())
         }
-        fn drop_delivery_filter(&self, _: agentbox::MessageType, _: &agentbox::AgentRef) {}
+        fn drop_delivery_filter(&self, _: agentbox::MessageType, _: &agentbox::Sink) {}
         fn name(&self) -> String {
             "sticky".into()
         }

@@ -53,7 +53,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use agentbox::{
-    AgentRef, DeliveryFilter, Mbox, Message, MessageType, RedirectionDepth, SendError,
+    DeliveryFilter, DeliveryMode, Mbox, Message, MessageType, RedirectionDepth, SendError, Sink,
     SubscribeError,
 };
 
@@ -78,18 +78,13 @@ pub fn create(direct: Mbox, threshold: Duration) -> Mbox {
 }
 
 impl ProxyHooks for AntiJitter {
-    fn subscribe(
-        &self,
-        inner: &Mbox,
-        ty: MessageType,
-        who: &AgentRef,
-    ) -> Result<(), SubscribeError> {
+    fn subscribe(&self, inner: &Mbox, ty: MessageType, who: &Sink) -> Result<(), SubscribeError> {
         inner.raw().subscribe(ty, who)?;
         self.types.lock().entry(ty.type_id()).or_insert(None);
         Ok(())
     }
 
-    fn unsubscribe(&self, inner: &Mbox, ty: MessageType, who: &AgentRef) {
+    fn unsubscribe(&self, inner: &Mbox, ty: MessageType, who: &Sink) {
         inner.raw().unsubscribe(ty, who);
         self.types.lock().remove(&ty.type_id());
     }
@@ -99,6 +94,7 @@ impl ProxyHooks for AntiJitter {
         inner: &Mbox,
         msg: Message,
         depth: RedirectionDepth,
+        mode: DeliveryMode,
     ) -> Result<(), SendError> {
         {
             let mut types = self.types.lock();
@@ -111,7 +107,7 @@ impl ProxyHooks for AntiJitter {
             }
             *last = Some(now);
         }
-        inner.deliver(msg, depth)
+        inner.deliver_with(msg, depth, mode)
     }
 
     fn set_delivery_filter(
@@ -119,14 +115,14 @@ impl ProxyHooks for AntiJitter {
         inner: &Mbox,
         _ty: MessageType,
         _filter: DeliveryFilter,
-        _who: &AgentRef,
+        _who: &Sink,
     ) -> Result<(), SubscribeError> {
         Err(SubscribeError::FiltersUnsupported {
             mbox: self.name(inner),
         })
     }
 
-    fn drop_delivery_filter(&self, _inner: &Mbox, _ty: MessageType, _who: &AgentRef) {}
+    fn drop_delivery_filter(&self, _inner: &Mbox, _ty: MessageType, _who: &Sink) {}
 
     fn name(&self, inner: &Mbox) -> String {
         format!("anti_jitter({})", inner.name())

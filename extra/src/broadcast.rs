@@ -25,7 +25,7 @@
 //! }).unwrap();
 //! ```
 
-use agentbox::{Environment, Mbox, MboxKind, Message, RedirectionDepth, SendError};
+use agentbox::{DeliveryMode, Environment, Mbox, MboxKind, Message, RedirectionDepth, SendError};
 
 use crate::send_only::{self, Forward};
 
@@ -45,10 +45,16 @@ impl Forward for Destinations {
         }
     }
 
-    fn forward(&self, _name: &str, msg: Message, depth: RedirectionDepth) -> Result<(), SendError> {
+    fn forward(
+        &self,
+        _name: &str,
+        msg: Message,
+        depth: RedirectionDepth,
+        mode: DeliveryMode,
+    ) -> Result<(), SendError> {
         let mut first_error = None;
         for d in &self.0 {
-            if let Err(e) = d.deliver(msg.clone(), depth + 1) {
+            if let Err(e) = d.deliver_with(msg.clone(), depth + 1, mode) {
                 first_error.get_or_insert(e);
             }
         }

@@ -32,7 +32,8 @@ use std::marker::PhantomData;
 use parking_lot::Mutex;
 
 use agentbox::{
-    Access, Environment, Mbox, MboxKind, Message, MessageType, RedirectionDepth, SendError,
+    Access, DeliveryMode, Environment, Mbox, MboxKind, Message, MessageType, RedirectionDepth,
+    SendError,
 };
 
 use crate::send_only::{self, Forward};
@@ -97,7 +98,13 @@ impl<M: Send + Sync + 'static> Forward for Collector<M> {
         MboxKind::MultiConsumer
     }
 
-    fn forward(&self, name: &str, msg: Message, depth: RedirectionDepth) -> Result<(), SendError> {
+    fn forward(
+        &self,
+        name: &str,
+        msg: Message,
+        depth: RedirectionDepth,
+        mode: DeliveryMode,
+    ) -> Result<(), SendError> {
         if msg.message_type() != MessageType::of::<M>() {
             return Err(SendError::Refused {
                 type_name: msg.message_type().name(),
@@ -118,12 +125,13 @@ impl<M: Send + Sync + 'static> Forward for Collector<M> {
             }
         };
         match full {
-            Some(messages) => self.target.deliver(
+            Some(messages) => self.target.deliver_with(
                 Message::new(Collected::<M> {
                     messages,
                     _type: PhantomData,
                 }),
                 depth + 1,
+                mode,
             ),
             None => Ok(()),
         }

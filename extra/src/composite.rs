@@ -32,7 +32,9 @@
 use std::any::TypeId;
 use std::collections::HashMap;
 
-use agentbox::{Environment, Mbox, MboxKind, Message, MessageType, RedirectionDepth, SendError};
+use agentbox::{
+    DeliveryMode, Environment, Mbox, MboxKind, Message, MessageType, RedirectionDepth, SendError,
+};
 
 use crate::send_only::{self, Forward};
 
@@ -114,11 +116,17 @@ impl Forward for Routes {
         self.kind
     }
 
-    fn forward(&self, name: &str, msg: Message, depth: RedirectionDepth) -> Result<(), SendError> {
+    fn forward(
+        &self,
+        name: &str,
+        msg: Message,
+        depth: RedirectionDepth,
+        mode: DeliveryMode,
+    ) -> Result<(), SendError> {
         match self.routes.get(&msg.type_id()) {
-            Some(to) => to.deliver(msg, depth + 1),
+            Some(to) => to.deliver_with(msg, depth + 1, mode),
             None => match &self.unknown {
-                Unknown::Redirect(to) => to.deliver(msg, depth + 1),
+                Unknown::Redirect(to) => to.deliver_with(msg, depth + 1, mode),
                 Unknown::Drop => Ok(()),
                 Unknown::Error => Err(SendError::Refused {
                     type_name: msg.message_type().name(),

@@ -45,8 +45,8 @@ use std::marker::PhantomData;
 use parking_lot::Mutex;
 
 use agentbox::{
-    AgentRef, Environment, Mbox, MboxId, Message, MessageType, RedirectionDepth, SendError,
-    SubscribeError,
+    DeliveryMode, Environment, Mbox, MboxId, Message, MessageType, RedirectionDepth, SendError,
+    Sink, SubscribeError,
 };
 
 use crate::proxy::{ProxyHooks, ProxyMbox};
@@ -68,7 +68,7 @@ pub struct LastSubscriberGone {
 /// What the notifying mbox adds to the MPMC mbox it wraps.
 pub(crate) struct FirstLast<M> {
     notify: Mbox,
-    subscribers: Mutex<Vec<AgentRef>>,
+    subscribers: Mutex<Vec<Sink>>,
     _type: PhantomData<fn() -> M>,
 }
 
@@ -95,12 +95,7 @@ impl<M: Send + Sync + 'static> FirstLast<M> {
 }
 
 impl<M: Send + Sync + 'static> ProxyHooks for FirstLast<M> {
-    fn subscribe(
-        &self,
-        inner: &Mbox,
-        ty: MessageType,
-        who: &AgentRef,
-    ) -> Result<(), SubscribeError> {
+    fn subscribe(&self, inner: &Mbox, ty: MessageType, who: &Sink) -> Result<(), SubscribeError> {
         self.check(ty).map_err(|reason| SubscribeError::Refused {
             mbox: self.name(inner),
             reason,
@@ -117,7 +112,7 @@ impl<M: Send + Sync + 'static> ProxyHooks for FirstLast<M> {
         Ok(())
     }
 
-    fn unsubscribe(&self, inner: &Mbox, ty: MessageType, who: &AgentRef) {
+    fn unsubscribe(&self, inner: &Mbox, ty: MessageType, who: &Sink) {
         let mut subs = self.subscribers.lock();
         inner.raw().unsubscribe(ty, who);
         if let Some(pos) = subs.iter().position(|s| s == who) {
@@ -133,6 +128,7 @@ impl<M: Send + Sync + 'static> ProxyHooks for FirstLast<M> {
         inner: &Mbox,
         msg: Message,
         depth: RedirectionDepth,
+        mode: DeliveryMode,
     ) -> Result<(), SendError> {
         self.check(msg.message_type())
             .map_err(|reason| SendError::Refused {
@@ -140,7 +136,7 @@ impl<M: Send + Sync + 'static> ProxyHooks for FirstLast<M> {
                 mbox: self.name(inner),
                 reason,
             })?;
-        inner.deliver(msg, depth)
+        inner.deliver_with(msg, depth, mode)
     }
 
     fn name(&self, inner: &Mbox) -> String {

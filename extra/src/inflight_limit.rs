@@ -29,7 +29,7 @@ use std::marker::PhantomData;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use agentbox::{Access, Envelope, Mbox, Message, RedirectionDepth, SendError};
+use agentbox::{Access, DeliveryMode, Envelope, Mbox, Message, RedirectionDepth, SendError};
 
 use crate::proxy::{ProxyHooks, ProxyMbox};
 
@@ -68,7 +68,13 @@ impl Drop for Slot {
 }
 
 impl<M: 'static> ProxyHooks for InflightLimit<M> {
-    fn deliver(&self, dest: &Mbox, msg: Message, depth: RedirectionDepth) -> Result<(), SendError> {
+    fn deliver(
+        &self,
+        dest: &Mbox,
+        msg: Message,
+        depth: RedirectionDepth,
+        mode: DeliveryMode,
+    ) -> Result<(), SendError> {
         let ty = msg.message_type();
         if ty.type_id() != std::any::TypeId::of::<M>() {
             return Err(SendError::Refused {
@@ -87,7 +93,7 @@ impl<M: 'static> ProxyHooks for InflightLimit<M> {
             return Ok(()); // rule 2: over the limit, dropped
         }
         let slot = Slot(self.in_flight.clone());
-        dest.deliver(Message::enveloped(msg, slot), depth)
+        dest.deliver_with(Message::enveloped(msg, slot), depth, mode)
     }
 
     fn name(&self, dest: &Mbox) -> String {

@@ -10,12 +10,18 @@
 //!
 //! ```
 //! use agentbox::prelude::*;
-//! use agentbox::{Message, RedirectionDepth, SendError};
+//! use agentbox::{DeliveryMode, Message, RedirectionDepth, SendError};
 //! use agentbox_extra::proxy::{ProxyHooks, ProxyMbox};
 //!
 //! struct NoStrings;
 //! impl ProxyHooks for NoStrings {
-//!     fn deliver(&self, inner: &Mbox, msg: Message, depth: RedirectionDepth) -> Result<(), SendError> {
+//!     fn deliver(
+//!         &self,
+//!         inner: &Mbox,
+//!         msg: Message,
+//!         depth: RedirectionDepth,
+//!         mode: DeliveryMode,
+//!     ) -> Result<(), SendError> {
 //!         if msg.downcast_ref::<String>().is_some() {
 //!             return Err(SendError::Refused {
 //!                 type_name: msg.message_type().name(),
@@ -23,7 +29,7 @@
 //!                 reason: "no strings here".into(),
 //!             });
 //!         }
-//!         inner.deliver(msg, depth + 1)
+//!         inner.deliver_with(msg, depth + 1, mode)
 //!     }
 //! }
 //!
@@ -37,8 +43,8 @@
 use std::sync::Arc;
 
 use agentbox::{
-    AgentRef, DeliveryFilter, Environment, Mbox, MboxId, MboxImpl, MboxKind, Message, MessageType,
-    RedirectionDepth, SendError, SubscribeError,
+    DeliveryFilter, DeliveryMode, Environment, Mbox, MboxId, MboxImpl, MboxKind, Message,
+    MessageType, RedirectionDepth, SendError, Sink, SubscribeError,
 };
 
 /// The parts of an mbox a proxy may change; each default delegates to the inner mbox.
@@ -53,8 +59,9 @@ pub trait ProxyHooks: Send + Sync + 'static {
         inner: &Mbox,
         msg: Message,
         depth: RedirectionDepth,
+        mode: DeliveryMode,
     ) -> Result<(), SendError> {
-        inner.deliver(msg, depth + 1)
+        inner.deliver_with(msg, depth + 1, mode)
     }
 
     /// Subscribes an agent; the default subscribes it to the inner mbox.
@@ -62,17 +69,12 @@ pub trait ProxyHooks: Send + Sync + 'static {
     /// # Errors
     ///
     /// What the inner mbox (or the override) refuses.
-    fn subscribe(
-        &self,
-        inner: &Mbox,
-        ty: MessageType,
-        who: &AgentRef,
-    ) -> Result<(), SubscribeError> {
+    fn subscribe(&self, inner: &Mbox, ty: MessageType, who: &Sink) -> Result<(), SubscribeError> {
         inner.raw().subscribe(ty, who)
     }
 
     /// Unsubscribes an agent; the default unsubscribes it from the inner mbox.
-    fn unsubscribe(&self, inner: &Mbox, ty: MessageType, who: &AgentRef) {
+    fn unsubscribe(&self, inner: &Mbox, ty: MessageType, who: &Sink) {
         inner.raw().unsubscribe(ty, who)
     }
 
@@ -86,13 +88,13 @@ pub trait ProxyHooks: Send + Sync + 'static {
         inner: &Mbox,
         ty: MessageType,
         filter: DeliveryFilter,
-        who: &AgentRef,
+        who: &Sink,
     ) -> Result<(), SubscribeError> {
         inner.raw().set_delivery_filter(ty, filter, who)
     }
 
     /// Drops a delivery filter; the default drops it on the inner mbox.
-    fn drop_delivery_filter(&self, inner: &Mbox, ty: MessageType, who: &AgentRef) {
+    fn drop_delivery_filter(&self, inner: &Mbox, ty: MessageType, who: &Sink) {
         inner.raw().drop_delivery_filter(ty, who)
     }
 
@@ -133,24 +135,29 @@ impl<H: ProxyHooks> MboxImpl for ProxyMbox<H> {
     fn kind(&self) -> MboxKind {
         self.inner.kind()
     }
-    fn subscribe(&self, ty: MessageType, who: &AgentRef) -> Result<(), SubscribeError> {
+    fn subscribe(&self, ty: MessageType, who: &Sink) -> Result<(), SubscribeError> {
         self.hooks.subscribe(&self.inner, ty, who)
     }
-    fn unsubscribe(&self, ty: MessageType, who: &AgentRef) {
+    fn unsubscribe(&self, ty: MessageType, who: &Sink) {
         self.hooks.unsubscribe(&self.inner, ty, who)
     }
-    fn deliver(&self, msg: Message, depth: RedirectionDepth) -> Result<(), SendError> {
-        self.hooks.deliver(&self.inner, msg, depth)
+    fn deliver(
+        &self,
+        msg: Message,
+        depth: RedirectionDepth,
+        mode: DeliveryMode,
+    ) -> Result<(), SendError> {
+        self.hooks.deliver(&self.inner, msg, depth, mode)
     }
     fn set_delivery_filter(
         &self,
         ty: MessageType,
         filter: DeliveryFilter,
-        who: &AgentRef,
+        who: &Sink,
     ) -> Result<(), SubscribeError> {
         self.hooks.set_delivery_filter(&self.inner, ty, filter, who)
     }
-    fn drop_delivery_filter(&self, ty: MessageType, who: &AgentRef) {
+    fn drop_delivery_filter(&self, ty: MessageType, who: &Sink) {
         self.hooks.drop_delivery_filter(&self.inner, ty, who)
     }
     fn name(&self) -> String {

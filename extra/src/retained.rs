@@ -44,8 +44,8 @@ use std::collections::HashMap;
 use parking_lot::ReentrantMutex;
 
 use agentbox::{
-    AgentId, AgentRef, DeliveryFilter, Environment, Mbox, Message, MessageType, RedirectionDepth,
-    SendError, SubscribeError,
+    DeliveryFilter, DeliveryMode, Environment, Mbox, Message, MessageType, RedirectionDepth,
+    SendError, Sink, SubscribeError,
 };
 
 use crate::proxy::{ProxyHooks, ProxyMbox};
@@ -60,7 +60,7 @@ struct Subscriber {
 #[derive(Default)]
 struct State {
     retained: HashMap<TypeId, Message>,
-    subscribers: HashMap<(TypeId, AgentId), Subscriber>,
+    subscribers: HashMap<(TypeId, Sink), Subscriber>,
 }
 
 /// What the retained-message mbox adds to the ordinary MPMC mbox it wraps (and whose id it
@@ -82,14 +82,14 @@ pub fn create(env: &Environment) -> Mbox {
 
 impl Retained {
     /// Rule 3: gives the retained message of `ty` to `who` if it is due.
-    fn give(&self, inner: &Mbox, st: &RefCell<State>, ty: MessageType, who: &AgentRef) {
+    fn give(&self, inner: &Mbox, st: &RefCell<State>, ty: MessageType, who: &Sink) {
         let msg = {
             let mut st = st.borrow_mut();
             let State {
                 retained,
                 subscribers,
             } = &mut *st;
-            let Some(s) = subscribers.get_mut(&(ty.type_id(), who.id())) else {
+            let Some(s) = subscribers.get_mut(&(ty.type_id(), who.clone())) else {
                 return;
             };
             if !s.subscribed || s.given {
@@ -104,7 +104,7 @@ impl Retained {
             }
             msg.clone()
         };
-        who.push_message(inner.id(), msg, 0);
+        who.push_message(inner.id(), msg, 0, DeliveryMode::Nonblocking);
     }
 
     /// Changes `who`'s entry for `ty`, dropping it once it has neither a subscription nor a
@@ -113,12 +113,12 @@ impl Retained {
         &self,
         st: &RefCell<State>,
         ty: MessageType,
-        who: &AgentRef,
+        who: &Sink,
         f: impl FnOnce(&mut Subscriber),
     ) {
         let mut st = st.borrow_mut();
-        let key = (ty.type_id(), who.id());
-        let s = st.subscribers.entry(key).or_default();
+        let key = (ty.type_id(), who.clone());
+        let s = st.subscribers.entry(key.clone()).or_default();
         f(s);
         if !s.subscribed && s.filter.is_none() {
             st.subscribers.remove(&key);
@@ -127,12 +127,7 @@ impl Retained {
 }
 
 impl ProxyHooks for Retained {
-    fn subscribe(
-        &self,
-        inner: &Mbox,
-        ty: MessageType,
-        who: &AgentRef,
-    ) -> Result<(), SubscribeError> {
+    fn subscribe(&self, inner: &Mbox, ty: MessageType, who: &Sink) -> Result<(), SubscribeError> {
         let guard = self.state.lock();
         inner.raw().subscribe(ty, who)?;
         self.update(&guard, ty, who, |s| s.subscribed = true);
@@ -140,7 +135,7 @@ impl ProxyHooks for Retained {
         Ok(())
     }
 
-    fn unsubscribe(&self, inner: &Mbox, ty: MessageType, who: &AgentRef) {
+    fn unsubscribe(&self, inner: &Mbox, ty: MessageType, who: &Sink) {
         let guard = self.state.lock();
         inner.raw().unsubscribe(ty, who);
         self.update(&guard, ty, who, |s| {
@@ -154,10 +149,11 @@ impl ProxyHooks for Retained {
         inner: &Mbox,
         msg: Message,
         depth: RedirectionDepth,
+        mode: DeliveryMode,
     ) -> Result<(), SendError> {
         let guard = self.state.lock();
         // The inner mbox refuses what an MPMC mbox refuses (mutable messages).
-        inner.deliver(msg.clone(), depth)?;
+        inner.deliver_with(msg.clone(), depth, mode)?;
         guard.borrow_mut().retained.insert(msg.type_id(), msg);
         Ok(())
     }
@@ -167,7 +163,7 @@ impl ProxyHooks for Retained {
         inner: &Mbox,
         ty: MessageType,
         filter: DeliveryFilter,
-        who: &AgentRef,
+        who: &Sink,
     ) -> Result<(), SubscribeError> {
         let guard = self.state.lock();
         inner.raw().set_delivery_filter(ty, filter.clone(), who)?;
@@ -176,7 +172,7 @@ impl ProxyHooks for Retained {
         Ok(())
     }
 
-    fn drop_delivery_filter(&self, inner: &Mbox, ty: MessageType, who: &AgentRef) {
+    fn drop_delivery_filter(&self, inner: &Mbox, ty: MessageType, who: &Sink) {
         let guard = self.state.lock();
         inner.raw().drop_delivery_filter(ty, who);
         self.update(&guard, ty, who, |s| s.filter = None);

@@ -58,12 +58,12 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use agentbox::{
-    AgentRef, DeliveryFilter, Environment, Mbox, MboxId, MboxImpl, MboxKind, Message, MessageType,
-    RedirectionDepth, SendError, SubscribeError, WeakEnv,
+    DeliveryFilter, DeliveryMode, Environment, Mbox, MboxId, MboxImpl, MboxKind, Message,
+    MessageType, RedirectionDepth, SendError, Sink, SubscribeError, WeakEnv,
 };
 
 struct Turns {
-    subscribers: Vec<AgentRef>,
+    subscribers: Vec<Sink>,
     cursor: usize,
 }
 
@@ -92,7 +92,7 @@ impl MboxImpl for RoundRobinMbox {
         MboxKind::SingleConsumer
     }
 
-    fn subscribe(&self, ty: MessageType, who: &AgentRef) -> Result<(), SubscribeError> {
+    fn subscribe(&self, ty: MessageType, who: &Sink) -> Result<(), SubscribeError> {
         let mut table = self.table.lock();
         let turns = table.entry(ty.type_id()).or_insert_with(|| Turns {
             subscribers: Vec::new(),
@@ -104,7 +104,7 @@ impl MboxImpl for RoundRobinMbox {
         Ok(())
     }
 
-    fn unsubscribe(&self, ty: MessageType, who: &AgentRef) {
+    fn unsubscribe(&self, ty: MessageType, who: &Sink) {
         let mut table = self.table.lock();
         if let Some(turns) = table.get_mut(&ty.type_id()) {
             if let Some(pos) = turns.subscribers.iter().position(|s| s == who) {
@@ -120,7 +120,12 @@ impl MboxImpl for RoundRobinMbox {
         }
     }
 
-    fn deliver(&self, msg: Message, depth: RedirectionDepth) -> Result<(), SendError> {
+    fn deliver(
+        &self,
+        msg: Message,
+        depth: RedirectionDepth,
+        mode: DeliveryMode,
+    ) -> Result<(), SendError> {
         let target = {
             let mut table = self.table.lock();
             let Some(turns) = table.get_mut(&msg.type_id()) else {
@@ -134,7 +139,7 @@ impl MboxImpl for RoundRobinMbox {
             t
         };
         // Outside the lock: the push may redirect (limits) back into this mbox.
-        target.push_message(self.id, msg, depth);
+        target.push_message(self.id, msg, depth, mode);
         Ok(())
     }
 
@@ -142,12 +147,12 @@ impl MboxImpl for RoundRobinMbox {
         &self,
         _ty: MessageType,
         _filter: DeliveryFilter,
-        _who: &AgentRef,
+        _who: &Sink,
     ) -> Result<(), SubscribeError> {
         Err(SubscribeError::FiltersUnsupported { mbox: self.name() })
     }
 
-    fn drop_delivery_filter(&self, _ty: MessageType, _who: &AgentRef) {}
+    fn drop_delivery_filter(&self, _ty: MessageType, _who: &Sink) {}
 
     fn name(&self) -> String {
         format!("round_robin:{}", self.id.as_u64())

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use agentbox::{
-    AgentRef, DeliveryFilter, Environment, Mbox, MboxId, MboxImpl, MboxKind, Message, MessageType,
-    RedirectionDepth, SendError, SubscribeError, WeakEnv,
+    DeliveryFilter, DeliveryMode, Environment, Mbox, MboxId, MboxImpl, MboxKind, Message,
+    MessageType, RedirectionDepth, SendError, Sink, SubscribeError, WeakEnv,
 };
 
 /// What a send-only mbox does with what is sent to it.
@@ -13,7 +13,13 @@ pub(crate) trait Forward: Send + Sync + 'static {
     /// Single-consumer only if everything it forwards to is.
     fn kind(&self) -> MboxKind;
     /// Handles one message; `name` is the mbox's, for errors.
-    fn forward(&self, name: &str, msg: Message, depth: RedirectionDepth) -> Result<(), SendError>;
+    fn forward(
+        &self,
+        name: &str,
+        msg: Message,
+        depth: RedirectionDepth,
+        mode: DeliveryMode,
+    ) -> Result<(), SendError>;
 }
 
 struct SendOnly<F> {
@@ -42,13 +48,18 @@ impl<F: Forward> MboxImpl for SendOnly<F> {
         self.fwd.kind()
     }
 
-    fn subscribe(&self, _ty: MessageType, _who: &AgentRef) -> Result<(), SubscribeError> {
+    fn subscribe(&self, _ty: MessageType, _who: &Sink) -> Result<(), SubscribeError> {
         Err(SubscribeError::NotSubscribable { mbox: self.name() })
     }
 
-    fn unsubscribe(&self, _ty: MessageType, _who: &AgentRef) {}
+    fn unsubscribe(&self, _ty: MessageType, _who: &Sink) {}
 
-    fn deliver(&self, msg: Message, depth: RedirectionDepth) -> Result<(), SendError> {
+    fn deliver(
+        &self,
+        msg: Message,
+        depth: RedirectionDepth,
+        mode: DeliveryMode,
+    ) -> Result<(), SendError> {
         let ty = msg.message_type();
         if ty.is_mutable() && self.kind() == MboxKind::MultiConsumer {
             return Err(SendError::MutableToMultiConsumer {
@@ -56,19 +67,19 @@ impl<F: Forward> MboxImpl for SendOnly<F> {
                 mbox: self.name(),
             });
         }
-        self.fwd.forward(&self.name(), msg, depth)
+        self.fwd.forward(&self.name(), msg, depth, mode)
     }
 
     fn set_delivery_filter(
         &self,
         _ty: MessageType,
         _filter: DeliveryFilter,
-        _who: &AgentRef,
+        _who: &Sink,
     ) -> Result<(), SubscribeError> {
         Err(SubscribeError::NotSubscribable { mbox: self.name() })
     }
 
-    fn drop_delivery_filter(&self, _ty: MessageType, _who: &AgentRef) {}
+    fn drop_delivery_filter(&self, _ty: MessageType, _who: &Sink) {}
 
     fn name(&self) -> String {
         format!("{}:{}", self.label, self.id.as_u64())

@@ -40,8 +40,8 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use agentbox::{
-    AgentRef, Environment, Mbox, Message, MessageType, RedirectionDepth, SendError, StopGuard,
-    StopGuardError, SubscribeError, WeakEnv,
+    DeliveryMode, Environment, Mbox, Message, MessageType, RedirectionDepth, SendError, Sink,
+    StopGuard, StopGuardError, SubscribeError, WeakEnv,
 };
 
 use crate::proxy::{ProxyHooks, ProxyMbox};
@@ -74,7 +74,7 @@ struct Inner {
 
 #[derive(Default)]
 struct State {
-    subscribers: Vec<AgentRef>,
+    subscribers: Vec<Sink>,
     stopping: bool,
     released: bool,
 }
@@ -186,12 +186,7 @@ impl Inner {
 }
 
 impl ProxyHooks for Notices {
-    fn subscribe(
-        &self,
-        inner: &Mbox,
-        ty: MessageType,
-        who: &AgentRef,
-    ) -> Result<(), SubscribeError> {
+    fn subscribe(&self, inner: &Mbox, ty: MessageType, who: &Sink) -> Result<(), SubscribeError> {
         inner.raw().subscribe(ty, who)?;
         if ty != MessageType::of::<ShutdownInitiated>() {
             return Ok(());
@@ -208,12 +203,17 @@ impl ProxyHooks for Notices {
         };
         if late {
             // Subscribed after the notice went out: it gets its own.
-            who.push_message(inner.id(), Message::new(ShutdownInitiated), 0);
+            who.push_message(
+                inner.id(),
+                Message::new(ShutdownInitiated),
+                0,
+                DeliveryMode::Nonblocking,
+            );
         }
         Ok(())
     }
 
-    fn unsubscribe(&self, inner: &Mbox, ty: MessageType, who: &AgentRef) {
+    fn unsubscribe(&self, inner: &Mbox, ty: MessageType, who: &Sink) {
         inner.raw().unsubscribe(ty, who);
         if ty != MessageType::of::<ShutdownInitiated>() {
             return;
@@ -236,8 +236,9 @@ impl ProxyHooks for Notices {
         inner: &Mbox,
         msg: Message,
         depth: RedirectionDepth,
+        mode: DeliveryMode,
     ) -> Result<(), SendError> {
-        inner.deliver(msg, depth)
+        inner.deliver_with(msg, depth, mode)
     }
 
     fn name(&self, inner: &Mbox) -> String {

@@ -65,10 +65,11 @@ impl ProxyHooks for LoopHook {
         _inner: &Mbox,
         msg: agentbox::Message,
         depth: agentbox::RedirectionDepth,
+        mode: agentbox::DeliveryMode,
     ) -> Result<(), SendError> {
         self.0.hops.fetch_add(1, Ordering::SeqCst);
         let next = self.0.next.lock().clone().expect("wired");
-        next.deliver(msg, depth + 1)
+        next.deliver_with(msg, depth + 1, mode)
     }
 }
 

@@ -15,7 +15,7 @@ use sync_wrapper::SyncWrapper;
 
 use super::{Agent, AgentRef, Context, State, ThreadSafeContext};
 use crate::exception::ExceptionReaction;
-use crate::mbox::{DeliveryFilter, Mbox, MboxKind, SubscribeError};
+use crate::mbox::{DeliveryFilter, Mbox, MboxKind, Sink, SubscribeError};
 use crate::message::{Message, MessageType};
 use crate::small_map::SmallMap;
 
@@ -174,7 +174,7 @@ impl<A: Agent> Subscriptions<A> {
             u.count += 1;
             return Ok(());
         }
-        mbox.raw().subscribe(ty, me)?;
+        mbox.raw().subscribe(ty, &Sink::from(me.clone()))?;
         self.mboxes.insert(
             key,
             MboxUse {
@@ -192,7 +192,7 @@ impl<A: Agent> Subscriptions<A> {
             u.count -= 1;
             if u.count == 0 {
                 let u = self.mboxes.remove(&key).expect("present above");
-                u.mbox.raw().unsubscribe(u.ty, me);
+                u.mbox.raw().unsubscribe(u.ty, &Sink::from(me.clone()));
             }
         }
     }
@@ -335,7 +335,8 @@ impl<A: Agent> Subscriptions<A> {
         if self.finished {
             return Err(self.closed_error());
         }
-        mbox.raw().set_delivery_filter(ty, filter, me)?;
+        mbox.raw()
+            .set_delivery_filter(ty, filter, &Sink::from(me.clone()))?;
         self.rare_mut()
             .filters
             .insert((mbox.id().0, ty.type_id()), (mbox.clone(), ty));
@@ -348,7 +349,7 @@ impl<A: Agent> Subscriptions<A> {
             .as_mut()
             .and_then(|r| r.filters.remove(&(mbox.id().0, ty.type_id())));
         if removed.is_some() {
-            mbox.raw().drop_delivery_filter(ty, me);
+            mbox.raw().drop_delivery_filter(ty, &Sink::from(me.clone()));
         }
     }
 
@@ -370,11 +371,11 @@ impl<A: Agent> Subscriptions<A> {
     pub(crate) fn drop_all(&mut self, me: &AgentRef) {
         self.finished = true;
         for u in std::mem::take(&mut self.mboxes).into_values() {
-            u.mbox.raw().unsubscribe(u.ty, me);
+            u.mbox.raw().unsubscribe(u.ty, &Sink::from(me.clone()));
         }
         if let Some(rare) = self.rare.as_mut() {
             for (mbox, ty) in std::mem::take(&mut rare.filters).into_values() {
-                mbox.raw().drop_delivery_filter(ty, me);
+                mbox.raw().drop_delivery_filter(ty, &Sink::from(me.clone()));
             }
             rare.dead_letters = SmallMap::default();
         }

@@ -1,15 +1,21 @@
 //! The public trait through which custom mboxes join the delivery path.
 
-use crate::agent::AgentRef;
 use crate::environment::Environment;
-use crate::mbox::{DeliveryFilter, MboxId, MboxKind, SendError, SubscribeError};
+use crate::mbox::{
+    DeliveryFilter, DeliveryMode, MboxId, MboxKind, SendError, Sink, SubscribeError,
+};
 use crate::message::{Message, MessageType, RedirectionDepth};
 
 /// The contract of a message box, for mboxes written outside this crate.
 ///
 /// This mirrors SObjectizer 5.8's `abstract_message_box_t`. Wrap an implementation with
 /// [`Mbox::custom`](crate::Mbox::custom); agents then subscribe to it, filter it and send
-/// to it exactly as to a built-in mbox.
+/// to it exactly as to a built-in mbox, and bindings bind it to other sinks.
+///
+/// **Changed (sinks):** subscribers are [`Sink`]s — an agent, another mbox or a
+/// [`MessageSink`](crate::MessageSink) — not agents only (`AgentRef` before); hand them
+/// messages with [`Sink::push_message`]. [`deliver`](Self::deliver) gets the
+/// [`DeliveryMode`] (whether it may block), which used to be implicit, and passes it on.
 ///
 /// # Contract
 ///
@@ -19,16 +25,17 @@ use crate::message::{Message, MessageType, RedirectionDepth};
 /// 2. **Subscriptions.** An agent calls [`subscribe`](Self::subscribe) once per message
 ///    type when its first handler for that type from this mbox appears (whatever the number
 ///    of states), and [`unsubscribe`](Self::unsubscribe) once when its last one goes,
-///    including when the agent finishes. Handlers themselves stay in the agent: the mbox
-///    only learns *who* wants a type.
+///    including when the agent finishes; a binding does so when it binds and unbinds.
+///    Handlers themselves stay in the agent: the mbox only learns *who* wants a type.
 /// 3. **Delivery.** [`deliver`](Self::deliver) hands the message to each subscriber that
-///    should get it with [`AgentRef::push_message`], passing this mbox's `id` and the depth it was given (agents find
-///    their handler by `(mbox id, type)`). It runs on the sender's thread, must not block,
-///    and must not call back into the sender. An [`MboxKind::MultiConsumer`] mbox
-///    must refuse [`Mutable`](crate::Mutable) messages with
-///    [`SendError::MutableToMultiConsumer`].
+///    should get it with [`Sink::push_message`], passing this mbox's `id`, the depth and
+///    the mode it was given (agents find their handler by `(mbox id, type)`). It runs on
+///    the sender's thread, must not block unless the mode is
+///    [`DeliveryMode::Ordinary`] and a sink does, and must not call back into the sender.
+///    An [`MboxKind::MultiConsumer`] mbox must refuse [`Mutable`](crate::Mutable) messages
+///    with [`SendError::MutableToMultiConsumer`].
 /// 4. **Redirection.** An mbox that forwards to another mbox calls
-///    [`Mbox::deliver`](crate::Mbox::deliver) with `depth + 1`; built-in mboxes drop (with
+///    [`Mbox::deliver_with`](crate::Mbox::deliver_with) with `depth + 1`; built-in mboxes drop (with
 ///    [`SendError::RedirectionDepthExceeded`]) a message that arrives with
 ///    `depth >= MAX_REDIRECTION_DEPTH`, which ends forwarding loops.
 /// 5. **Filters.** [`set_delivery_filter`](Self::set_delivery_filter) replaces any filter
@@ -46,25 +53,26 @@ use crate::message::{Message, MessageType, RedirectionDepth};
 /// use std::sync::atomic::{AtomicUsize, Ordering};
 /// use std::sync::Arc;
 /// use agentbox::prelude::*;
-/// use agentbox::{AgentRef, DeliveryFilter, Message, MessageType, MboxId, MboxImpl, MboxKind,
-///                RedirectionDepth, SendError, SubscribeError};
+/// use agentbox::{DeliveryFilter, DeliveryMode, Message, MessageType, MboxId, MboxImpl, MboxKind,
+///                RedirectionDepth, SendError, Sink, SubscribeError};
 ///
 /// struct Counting { inner: Mbox, seen: AtomicUsize }
 ///
 /// impl MboxImpl for Counting {
 ///     fn id(&self) -> MboxId { self.inner.id() }
 ///     fn kind(&self) -> MboxKind { self.inner.kind() }
-///     fn subscribe(&self, ty: MessageType, who: &AgentRef) -> Result<(), SubscribeError> {
+///     fn subscribe(&self, ty: MessageType, who: &Sink) -> Result<(), SubscribeError> {
 ///         self.inner.raw().subscribe(ty, who)
 ///     }
-///     fn unsubscribe(&self, ty: MessageType, who: &AgentRef) { self.inner.raw().unsubscribe(ty, who) }
-///     fn deliver(&self, msg: Message, depth: RedirectionDepth) -> Result<(), SendError> {
+///     fn unsubscribe(&self, ty: MessageType, who: &Sink) { self.inner.raw().unsubscribe(ty, who) }
+///     fn deliver(&self, msg: Message, depth: RedirectionDepth, mode: DeliveryMode)
+///         -> Result<(), SendError> {
 ///         self.seen.fetch_add(1, Ordering::Relaxed);
-///         self.inner.deliver(msg, depth + 1)
+///         self.inner.deliver_with(msg, depth + 1, mode)
 ///     }
-///     fn set_delivery_filter(&self, ty: MessageType, f: DeliveryFilter, who: &AgentRef)
+///     fn set_delivery_filter(&self, ty: MessageType, f: DeliveryFilter, who: &Sink)
 ///         -> Result<(), SubscribeError> { self.inner.raw().set_delivery_filter(ty, f, who) }
-///     fn drop_delivery_filter(&self, ty: MessageType, who: &AgentRef) {
+///     fn drop_delivery_filter(&self, ty: MessageType, who: &Sink) {
 ///         self.inner.raw().drop_delivery_filter(ty, who)
 ///     }
 ///     fn name(&self) -> String { format!("counting({})", self.inner.name()) }
@@ -86,22 +94,28 @@ pub trait MboxImpl: Send + Sync + 'static {
     /// Multi-consumer or single-consumer.
     fn kind(&self) -> MboxKind;
 
-    /// `subscriber` wants messages of type `ty` from this mbox.
+    /// `subscriber` (an agent, or a sink bound by a binding) wants messages of type `ty`
+    /// from this mbox.
     ///
     /// # Errors
     ///
     /// Whatever the mbox refuses, e.g. [`SubscribeError::SubscriberTaken`].
-    fn subscribe(&self, ty: MessageType, subscriber: &AgentRef) -> Result<(), SubscribeError>;
+    fn subscribe(&self, ty: MessageType, subscriber: &Sink) -> Result<(), SubscribeError>;
 
     /// `subscriber` no longer wants messages of type `ty` (its filter, if any, stays).
-    fn unsubscribe(&self, ty: MessageType, subscriber: &AgentRef);
+    fn unsubscribe(&self, ty: MessageType, subscriber: &Sink);
 
-    /// Delivers one message that has been redirected `depth` times so far.
+    /// Delivers one message that has been redirected `depth` times so far, in `mode`.
     ///
     /// # Errors
     ///
     /// [`SendError`] when the message is not accepted at all.
-    fn deliver(&self, msg: Message, depth: RedirectionDepth) -> Result<(), SendError>;
+    fn deliver(
+        &self,
+        msg: Message,
+        depth: RedirectionDepth,
+        mode: DeliveryMode,
+    ) -> Result<(), SendError>;
 
     /// Sets or replaces `subscriber`'s filter for type `ty`.
     ///
@@ -112,11 +126,11 @@ pub trait MboxImpl: Send + Sync + 'static {
         &self,
         ty: MessageType,
         filter: DeliveryFilter,
-        subscriber: &AgentRef,
+        subscriber: &Sink,
     ) -> Result<(), SubscribeError>;
 
     /// Removes `subscriber`'s filter for type `ty`, if any.
-    fn drop_delivery_filter(&self, ty: MessageType, subscriber: &AgentRef);
+    fn drop_delivery_filter(&self, ty: MessageType, subscriber: &Sink);
 
     /// A name for diagnostics.
     fn name(&self) -> String;

@@ -13,23 +13,27 @@
 //! [`Environment::create_unique_subscribers_mbox`]: crate::Environment::create_unique_subscribers_mbox
 //! [`Context::direct_mbox`]: crate::Context::direct_mbox
 
+mod binding;
 mod custom;
 mod error;
 mod filter;
 pub(crate) mod mpmc;
 pub(crate) mod named;
 mod raw;
+mod sink;
 pub(crate) mod unique;
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+pub use binding::{MultiSinkBinding, SingleSinkBinding};
 pub use custom::MboxImpl;
 pub use error::{SendError, SubscribeError};
 pub use filter::DeliveryFilter;
 pub use named::NamedMboxError;
 pub use raw::RawMbox;
+pub use sink::{DeliveryMode, MessageSink, Sink};
 
 use crate::agent::AgentArc;
 use crate::environment::Environment;
@@ -170,6 +174,22 @@ impl Mbox {
     /// mbox, or whatever a custom mbox refuses.
     #[inline]
     pub fn deliver(&self, msg: Message, depth: RedirectionDepth) -> Result<(), SendError> {
+        self.deliver_with(msg, depth, DeliveryMode::Ordinary)
+    }
+
+    /// [`deliver`](Self::deliver) in a given [`DeliveryMode`]: custom mboxes and sinks
+    /// that forward pass on the mode they were given.
+    ///
+    /// # Errors
+    ///
+    /// As [`deliver`](Self::deliver).
+    #[inline]
+    pub fn deliver_with(
+        &self,
+        msg: Message,
+        depth: RedirectionDepth,
+        mode: DeliveryMode,
+    ) -> Result<(), SendError> {
         if depth >= MAX_REDIRECTION_DEPTH {
             return Err(SendError::RedirectionDepthExceeded {
                 type_name: msg.message_type().name(),
@@ -181,12 +201,12 @@ impl Mbox {
                 crate::agent::direct_deliver(a, msg, depth);
                 Ok(())
             }
-            Repr::Mpmc(m) => m.deliver(msg, depth),
+            Repr::Mpmc(m) => m.deliver(msg, depth, mode),
             Repr::Unique(m) => {
-                m.deliver(msg, depth);
+                m.deliver(msg, depth, mode);
                 Ok(())
             }
-            Repr::Custom(c) => c.deliver(msg, depth),
+            Repr::Custom(c) => c.deliver(msg, depth, mode),
         }
     }
 

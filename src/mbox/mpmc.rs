@@ -6,18 +6,17 @@ use std::sync::{Arc, Weak};
 use parking_lot::RwLock;
 
 use super::named::NamedRegistry;
-use super::{DeliveryFilter, MboxId, SendError, SubscribeError};
-use crate::agent::AgentRef;
+use super::{DeliveryFilter, DeliveryMode, MboxId, SendError, Sink, SubscribeError};
 use crate::drops::{DropCounters, DropReason};
 use crate::environment::WeakEnv;
 use crate::message::{Message, MessageType, RedirectionDepth};
 use crate::small_map::SmallMap;
 use crate::trace::{self, Trace, TraceEvent, TraceRecord};
 
-/// One agent's entry for one message type. An entry may carry only a filter
-/// (`subscribed == false`): such an agent gets nothing until it subscribes.
+/// One sink's entry for one message type. An entry may carry only a filter
+/// (`subscribed == false`): such a sink gets nothing until it subscribes.
 struct Subscriber {
-    agent: AgentRef,
+    agent: Sink,
     filter: Option<DeliveryFilter>,
     subscribed: bool,
 }
@@ -56,7 +55,12 @@ impl MpmcMbox {
         }
     }
 
-    pub(crate) fn deliver(&self, msg: Message, depth: RedirectionDepth) -> Result<(), SendError> {
+    pub(crate) fn deliver(
+        &self,
+        msg: Message,
+        depth: RedirectionDepth,
+        mode: DeliveryMode,
+    ) -> Result<(), SendError> {
         // Recursive read: a push may redirect (message limits) into this same mbox on this
         // thread; a plain read could deadlock behind a waiting writer.
         let table = self.table.read_recursive();
@@ -75,7 +79,7 @@ impl MpmcMbox {
         for s in list.iter().filter(|s| s.subscribed) {
             subscribers += 1;
             if s.filter.as_ref().is_none_or(|f| f.accepts(&msg)) {
-                s.agent.push_message(self.id, msg.clone(), depth);
+                s.agent.push_message(self.id, msg.clone(), depth, mode);
             } else {
                 s.agent.trace_filtered(self.id, &msg);
             }
@@ -107,7 +111,7 @@ impl MpmcMbox {
     fn entry<'t>(
         table: &'t mut SmallMap<TypeId, Vec<Subscriber>>,
         ty: MessageType,
-        agent: &AgentRef,
+        agent: &Sink,
     ) -> &'t mut Subscriber {
         let list = table.entry_or_insert_with(ty.type_id(), Vec::new);
         let pos = match list.iter().position(|s| s.agent == *agent) {
@@ -142,11 +146,7 @@ impl MpmcMbox {
         }
     }
 
-    pub(crate) fn subscribe(
-        &self,
-        ty: MessageType,
-        agent: &AgentRef,
-    ) -> Result<(), SubscribeError> {
+    pub(crate) fn subscribe(&self, ty: MessageType, agent: &Sink) -> Result<(), SubscribeError> {
         if ty.is_mutable() {
             return Err(SubscribeError::MutableFromMultiConsumer {
                 type_name: ty.name(),
@@ -157,7 +157,7 @@ impl MpmcMbox {
         Ok(())
     }
 
-    pub(crate) fn unsubscribe(&self, ty: MessageType, agent: &AgentRef) {
+    pub(crate) fn unsubscribe(&self, ty: MessageType, agent: &Sink) {
         let mut table = self.table.write();
         if let Some(list) = table.get_mut(&ty.type_id()) {
             if let Some(s) = list.iter_mut().find(|s| s.agent == *agent) {
@@ -167,12 +167,7 @@ impl MpmcMbox {
         Self::cleanup(&mut table, ty);
     }
 
-    pub(crate) fn set_filter(
-        &self,
-        ty: MessageType,
-        filter: Option<DeliveryFilter>,
-        agent: &AgentRef,
-    ) {
+    pub(crate) fn set_filter(&self, ty: MessageType, filter: Option<DeliveryFilter>, agent: &Sink) {
         let mut table = self.table.write();
         match filter {
             Some(f) => Self::entry(&mut table, ty, agent).filter = Some(f),

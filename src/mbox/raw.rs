@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
-use super::{DeliveryFilter, Mbox, Repr, SubscribeError};
-use crate::agent::{AgentArc, AgentRef};
+use super::{DeliveryFilter, Mbox, Repr, Sink, SubscribeError};
+use crate::agent::AgentArc;
 use crate::message::MessageType;
 
 /// The raw subscription operations of an mbox: what an agent's [`Context`] does when it
@@ -20,9 +20,9 @@ use crate::message::MessageType;
 /// A custom mbox that wraps another one passes subscriptions through:
 ///
 /// ```
-/// use agentbox::{AgentRef, Mbox, MessageType, SubscribeError};
+/// use agentbox::{Mbox, MessageType, Sink, SubscribeError};
 ///
-/// fn pass_on(inner: &Mbox, ty: MessageType, who: &AgentRef) -> Result<(), SubscribeError> {
+/// fn pass_on(inner: &Mbox, ty: MessageType, who: &Sink) -> Result<(), SubscribeError> {
 ///     inner.raw().subscribe(ty, who)
 /// }
 /// ```
@@ -42,7 +42,7 @@ impl RawMbox<'_> {
     /// # Errors
     ///
     /// See [`SubscribeError`].
-    pub fn subscribe(&self, ty: MessageType, subscriber: &AgentRef) -> Result<(), SubscribeError> {
+    pub fn subscribe(&self, ty: MessageType, subscriber: &Sink) -> Result<(), SubscribeError> {
         match &self.0 .0 {
             Repr::Mpmc(m) => m.subscribe(ty, subscriber),
             Repr::Direct(a) => {
@@ -56,11 +56,11 @@ impl RawMbox<'_> {
     }
 
     /// Removes `subscriber`'s registration for type `ty` (see [`MboxImpl::unsubscribe`](crate::MboxImpl::unsubscribe)).
-    pub fn unsubscribe(&self, ty: MessageType, subscriber: &AgentRef) {
+    pub fn unsubscribe(&self, ty: MessageType, subscriber: &Sink) {
         match &self.0 .0 {
             Repr::Mpmc(m) => m.unsubscribe(ty, subscriber),
             Repr::Direct(a) => {
-                if Arc::ptr_eq(a, &subscriber.0) {
+                if is_owner(a, subscriber) {
                     a.direct_set_subscribed(ty, false);
                 }
             }
@@ -79,7 +79,7 @@ impl RawMbox<'_> {
         &self,
         ty: MessageType,
         filter: DeliveryFilter,
-        subscriber: &AgentRef,
+        subscriber: &Sink,
     ) -> Result<(), SubscribeError> {
         match &self.0 .0 {
             Repr::Mpmc(m) => {
@@ -99,11 +99,11 @@ impl RawMbox<'_> {
     }
 
     /// Removes `subscriber`'s delivery filter for type `ty`, if any.
-    pub fn drop_delivery_filter(&self, ty: MessageType, subscriber: &AgentRef) {
+    pub fn drop_delivery_filter(&self, ty: MessageType, subscriber: &Sink) {
         match &self.0 .0 {
             Repr::Mpmc(m) => m.set_filter(ty, None, subscriber),
             Repr::Direct(a) => {
-                if Arc::ptr_eq(a, &subscriber.0) {
+                if is_owner(a, subscriber) {
                     a.direct_set_filter(ty, None);
                 }
             }
@@ -113,8 +113,13 @@ impl RawMbox<'_> {
     }
 }
 
-fn check_owner(mbox: &Mbox, owner: &AgentArc, who: &AgentRef) -> Result<(), SubscribeError> {
-    if Arc::ptr_eq(owner, &who.0) {
+/// A direct mbox takes its own agent only (no other agent, no binding).
+fn is_owner(owner: &AgentArc, who: &Sink) -> bool {
+    who.as_agent().is_some_and(|a| Arc::ptr_eq(owner, &a.0))
+}
+
+fn check_owner(mbox: &Mbox, owner: &AgentArc, who: &Sink) -> Result<(), SubscribeError> {
+    if is_owner(owner, who) {
         Ok(())
     } else {
         Err(SubscribeError::NotOwner { mbox: mbox.name() })

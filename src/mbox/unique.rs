@@ -4,8 +4,7 @@ use std::any::TypeId;
 
 use parking_lot::RwLock;
 
-use super::{MboxId, SubscribeError};
-use crate::agent::AgentRef;
+use super::{DeliveryMode, MboxId, Sink, SubscribeError};
 use crate::environment::WeakEnv;
 use crate::message::{Message, MessageType, RedirectionDepth};
 use crate::small_map::SmallMap;
@@ -14,7 +13,7 @@ use crate::trace::{self, TraceEvent, TraceRecord};
 pub(crate) struct UniqueMbox {
     pub(crate) id: MboxId,
     pub(crate) env: WeakEnv,
-    table: RwLock<SmallMap<TypeId, AgentRef>>,
+    table: RwLock<SmallMap<TypeId, Sink>>,
 }
 
 impl UniqueMbox {
@@ -26,11 +25,11 @@ impl UniqueMbox {
         }
     }
 
-    pub(crate) fn deliver(&self, msg: Message, depth: RedirectionDepth) {
+    pub(crate) fn deliver(&self, msg: Message, depth: RedirectionDepth, mode: DeliveryMode) {
         let ty = msg.type_id();
         let table = self.table.read_recursive();
         match table.get(&ty) {
-            Some(agent) => agent.push_message(self.id, msg, depth),
+            Some(sink) => sink.push_message(self.id, msg, depth, mode),
             None => {
                 if let Some(env) = self.env.upgrade() {
                     env.0.drops.count(crate::drops::DropReason::NoSubscribers);
@@ -44,11 +43,7 @@ impl UniqueMbox {
         }
     }
 
-    pub(crate) fn subscribe(
-        &self,
-        ty: MessageType,
-        agent: &AgentRef,
-    ) -> Result<(), SubscribeError> {
+    pub(crate) fn subscribe(&self, ty: MessageType, agent: &Sink) -> Result<(), SubscribeError> {
         let mut table = self.table.write();
         match table.get(&ty.type_id()) {
             Some(owner) if owner != agent => Err(SubscribeError::SubscriberTaken {
@@ -63,7 +58,7 @@ impl UniqueMbox {
         }
     }
 
-    pub(crate) fn unsubscribe(&self, ty: MessageType, agent: &AgentRef) {
+    pub(crate) fn unsubscribe(&self, ty: MessageType, agent: &Sink) {
         let mut table = self.table.write();
         if table.get(&ty.type_id()) == Some(agent) {
             table.remove(&ty.type_id());

@@ -54,7 +54,6 @@
 mod receive;
 mod select;
 
-use std::cell::Cell;
 use std::collections::VecDeque;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -66,31 +65,11 @@ use parking_lot::{Condvar, Mutex};
 pub use receive::{receive, Handlers, ReceiveParams, ReceiveResult, ReceiveStatus};
 pub use select::{receive_case, select, send_case, SelectCase, SelectParams, SelectResult};
 
-use crate::agent::AgentRef;
 use crate::environment::{Environment, WeakEnv};
-use crate::mbox::{DeliveryFilter, Mbox, MboxId, MboxImpl, MboxKind, SendError, SubscribeError};
+use crate::mbox::{
+    DeliveryFilter, DeliveryMode, Mbox, MboxId, MboxImpl, MboxKind, SendError, Sink, SubscribeError,
+};
 use crate::message::{Message, MessageType, RedirectionDepth};
-
-thread_local! {
-    static NO_WAIT: Cell<u32> = const { Cell::new(0) };
-}
-
-/// Runs `f` in a context where sends to full chains never wait (timer thread, limits).
-pub(crate) fn without_waiting<R>(f: impl FnOnce() -> R) -> R {
-    NO_WAIT.with(|c| c.set(c.get() + 1));
-    struct Reset;
-    impl Drop for Reset {
-        fn drop(&mut self) {
-            NO_WAIT.with(|c| c.set(c.get() - 1));
-        }
-    }
-    let _reset = Reset;
-    f()
-}
-
-fn may_wait() -> bool {
-    NO_WAIT.with(|c| c.get() == 0)
-}
 
 /// What a send to a full bounded chain does after any waiting.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
@@ -276,7 +255,7 @@ impl MChain {
     /// [`SendError::ChainClosed`], or [`SendError::ChainFull`] with
     /// [`OverflowReaction::Error`].
     pub fn send<M: Send + Sync + 'static>(&self, msg: M) -> Result<(), SendError> {
-        self.0.push(Message::new(msg))
+        self.0.push(Message::new(msg), DeliveryMode::Ordinary)
     }
 
     /// Closes the chain; see [`CloseMode`]. Closing twice does nothing more.
@@ -369,17 +348,22 @@ impl Chain {
     }
 
     /// Rules 2–5.
-    pub(crate) fn push(&self, msg: Message) -> Result<(), SendError> {
-        self.push_with(msg, false).map(|_| ())
+    pub(crate) fn push(&self, msg: Message, mode: DeliveryMode) -> Result<(), SendError> {
+        self.push_with(msg, false, mode).map(|_| ())
     }
 
     /// A send that never waits and never applies the overflow reaction: the message comes
     /// back (`Ok(Some(msg))`) if the chain is full.
     pub(crate) fn try_push(&self, msg: Message) -> Result<Option<Message>, SendError> {
-        self.push_with(msg, true)
+        self.push_with(msg, true, DeliveryMode::Nonblocking)
     }
 
-    fn push_with(&self, msg: Message, give_back: bool) -> Result<Option<Message>, SendError> {
+    fn push_with(
+        &self,
+        msg: Message,
+        give_back: bool,
+        mode: DeliveryMode,
+    ) -> Result<Option<Message>, SendError> {
         let mut st = self.state.lock();
         if st.closed {
             return Err(self.closed_error(&msg));
@@ -389,7 +373,7 @@ impl Chain {
             return Ok(Some(msg));
         }
         if self.is_full(&st) {
-            if let (Some(wait), true) = (self.params.wait, may_wait()) {
+            if let (Some(wait), DeliveryMode::Ordinary) = (self.params.wait, mode) {
                 // A wait too long for `Instant` waits until there is room.
                 let deadline = crate::timer::deadline_after(Instant::now(), wait);
                 while self.is_full(&st) && !st.closed {
@@ -518,26 +502,31 @@ impl MboxImpl for Chain {
         MboxKind::SingleConsumer
     }
 
-    fn subscribe(&self, _ty: MessageType, _who: &AgentRef) -> Result<(), SubscribeError> {
+    fn subscribe(&self, _ty: MessageType, _who: &Sink) -> Result<(), SubscribeError> {
         Err(SubscribeError::NotSubscribable { mbox: self.name() })
     }
 
-    fn unsubscribe(&self, _ty: MessageType, _who: &AgentRef) {}
+    fn unsubscribe(&self, _ty: MessageType, _who: &Sink) {}
 
-    fn deliver(&self, msg: Message, _depth: RedirectionDepth) -> Result<(), SendError> {
-        self.push(msg)
+    fn deliver(
+        &self,
+        msg: Message,
+        _depth: RedirectionDepth,
+        mode: DeliveryMode,
+    ) -> Result<(), SendError> {
+        self.push(msg, mode)
     }
 
     fn set_delivery_filter(
         &self,
         _ty: MessageType,
         _filter: DeliveryFilter,
-        _who: &AgentRef,
+        _who: &Sink,
     ) -> Result<(), SubscribeError> {
         Err(SubscribeError::FiltersUnsupported { mbox: self.name() })
     }
 
-    fn drop_delivery_filter(&self, _ty: MessageType, _who: &AgentRef) {}
+    fn drop_delivery_filter(&self, _ty: MessageType, _who: &Sink) {}
 
     fn name(&self) -> String {
         Chain::name(self)

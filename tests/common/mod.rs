@@ -189,18 +189,19 @@ impl agentbox::MboxImpl for Recorder {
     fn subscribe(
         &self,
         _: agentbox::MessageType,
-        _: &agentbox::AgentRef,
+        _: &agentbox::Sink,
     ) -> Result<(), agentbox::SubscribeError> {
         Err(agentbox::SubscribeError::Refused {
             mbox: self.name(),
             reason: "record only".into(),
         })
     }
-    fn unsubscribe(&self, _: agentbox::MessageType, _: &agentbox::AgentRef) {}
+    fn unsubscribe(&self, _: agentbox::MessageType, _: &agentbox::Sink) {}
     fn deliver(
         &self,
         msg: agentbox::Message,
         _: agentbox::RedirectionDepth,
+        _: agentbox::DeliveryMode,
     ) -> Result<(), agentbox::SendError> {
         self.seen.push((self.describe)(&msg));
         Ok(())
@@ -209,11 +210,11 @@ impl agentbox::MboxImpl for Recorder {
         &self,
         _: agentbox::MessageType,
         _: agentbox::DeliveryFilter,
-        _: &agentbox::AgentRef,
+        _: &agentbox::Sink,
     ) -> Result<(), agentbox::SubscribeError> {
         Err(agentbox::SubscribeError::FiltersUnsupported { mbox: self.name() })
     }
-    fn drop_delivery_filter(&self, _: agentbox::MessageType, _: &agentbox::AgentRef) {}
+    fn drop_delivery_filter(&self, _: agentbox::MessageType, _: &agentbox::Sink) {}
     fn name(&self) -> String {
         "recorder".into()
     }

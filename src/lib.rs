@@ -54,11 +54,14 @@
 //! - Messages: any `T: Send + Sync + 'static` is an immutable message shared by all its
 //!   receivers; [`Mutable<T>`] names a message that exactly one receiver takes by move;
 //!   zero-sized types are signals. See [`Message`].
-//! - [`Mbox`]: multi-consumer ([`Environment::create_mbox`], [`Environment::named_mbox`]),
-//!   an agent's own direct mbox, unique-subscribers, and custom ones through [`MboxImpl`].
+//! - [`Mbox`]: multi-consumer ([`Environment::create_mbox`], [`Environment::named_mbox`],
+//!   [`Environment::introduce_named_mbox`] in namespaces), an agent's own direct mbox,
+//!   unique-subscribers, and custom ones through [`MboxImpl`]. Mboxes deliver to [`Sink`]s:
+//!   agents, other mboxes and mchains bound with [`SingleSinkBinding`] /
+//!   [`MultiSinkBinding`], or a [`MessageSink`] of your own.
 //! - [`Agent`] with its [`Context`]: subscriptions per (mbox, type, [`State`]), delivery
 //!   filters, nested states with history, `on_enter`/`on_exit`, `transfer_to_state`,
-//!   `suppress`, `just_switch_to`, dead-letter handlers.
+//!   `suppress`, `just_switch_to`, dead-letter handlers, [`Context::deactivate_agent`].
 //! - [`Coop`]: agents registered atomically, parent/child, deregistration reasons and
 //!   notifications, [`Priority`].
 //! - [`Environment`]: launch, stop, autoshutdown, stop guards, [`WrappedEnv`].
@@ -73,10 +76,12 @@
 //! - [`limits`]: per-agent, per-type message limits ([`Context::limit_then_drop`] and the
 //!   other `limit_then_*`).
 //! - [`mchain`]: message chains with [`mchain::receive`] and [`mchain::select`];
-//!   [`request`]: blocking [`request::request_reply`].
+//!   [`request`]: blocking [`request::request_reply`], answered now, later (a
+//!   [`request::ReplyHandle`]) or by another agent ([`request::Request::forward`]).
 //! - [`Envelope`]: messages that decide when they may be seen.
 //! - [`trace`]: message delivery tracing, a run-time option of the environment.
-//! - [`stats`]: run-time monitoring through [`StatsController`], off by default.
+//! - [`stats`]: run-time monitoring through [`StatsController`], off by default;
+//!   [`Environment::drop_counts`] counts dropped messages by reason, always.
 //! - [`actors`]: YDB's actor model on top — [`ActorId`] (bit-compatible with YDB's),
 //!   [`actors::Actor`]s with state functions, an [`actors::ActorSystem`] per node with pools
 //!   (one dispatcher each), local services, YDB's non-delivery rules and dead letters.

@@ -13,12 +13,23 @@ pub(crate) enum DropReason {
     NoHandler,
     AtDeregistration,
     RedirectionDepth,
+    Refused,
+}
+
+impl DropReason {
+    /// The reason for a redirected message the target mbox refused.
+    pub(crate) fn for_redirect(e: &crate::mbox::SendError) -> DropReason {
+        match e {
+            crate::mbox::SendError::RedirectionDepthExceeded { .. } => DropReason::RedirectionDepth,
+            _ => DropReason::Refused,
+        }
+    }
 }
 
 /// One relaxed counter per reason, shared by an environment's mboxes and agents. Only
 /// drop paths touch it.
 #[derive(Default)]
-pub(crate) struct DropCounters([AtomicU64; 6]);
+pub(crate) struct DropCounters([AtomicU64; 7]);
 
 impl DropCounters {
     #[cold]
@@ -35,6 +46,7 @@ impl DropCounters {
             no_handler: get(DropReason::NoHandler),
             at_deregistration: get(DropReason::AtDeregistration),
             redirection_depth: get(DropReason::RedirectionDepth),
+            refused: get(DropReason::Refused),
         }
     }
 }
@@ -68,9 +80,12 @@ pub struct DropCounts {
     pub no_handler: u64,
     /// Queued for an agent whose coop was deregistered before it came up.
     pub at_deregistration: u64,
-    /// Redirected or transformed by message limits past
-    /// [`MAX_REDIRECTION_DEPTH`](crate::MAX_REDIRECTION_DEPTH) (a redirect loop).
+    /// Redirected (by a message limit's redirect or transform, or by a binding to another
+    /// mbox) past [`MAX_REDIRECTION_DEPTH`](crate::MAX_REDIRECTION_DEPTH): a redirect loop.
     pub redirection_depth: u64,
+    /// Redirected (as above) to an mbox that refused it: a full chain whose overflow
+    /// reaction is an error, a closed chain, a mutable message for a multi-consumer mbox.
+    pub refused: u64,
 }
 
 impl DropCounts {
@@ -82,5 +97,6 @@ impl DropCounts {
             + self.no_handler
             + self.at_deregistration
             + self.redirection_depth
+            + self.refused
     }
 }

@@ -371,8 +371,8 @@ impl LimitTable {
 /// A redirected or transformed message that went past the redirection depth is a drop
 /// nobody else reports (the sender's `send` returned long ago).
 fn count_redirect_failure(core: &AgentArc, sent: &Result<(), crate::mbox::SendError>) {
-    if let Err(crate::mbox::SendError::RedirectionDepthExceeded { .. }) = sent {
-        core.drops.count(DropReason::RedirectionDepth);
+    if let Err(e) = sent {
+        core.drops.count(DropReason::for_redirect(e));
     }
 }
 

@@ -500,6 +500,11 @@ fn a_deactivated_agent_handles_nothing_and_its_coop_deregisters_normally() {
                             .setup(|_, ctx| {
                                 let busy = State::new("busy");
                                 log_hooks(ctx, &[&busy]);
+                                // Not run on the way out of a deactivated agent.
+                                let default = ctx.default_state().clone();
+                                ctx.on_enter(&default, |s: &mut Script, _| {
+                                    s.log.push("enter default".to_owned())
+                                });
                                 ctx.change_state(&busy)?;
                                 ctx.subscribe_self().in_state(&busy).event(
                                     |s: &mut Script, _, n: &u32| s.log.push(format!("handled {n}")),

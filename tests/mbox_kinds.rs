@@ -390,3 +390,33 @@ fn introduced_named_mboxes_are_keyed_by_namespace_and_name() {
         .unwrap();
     });
 }
+
+/// A state action named for `Mutable<M>` on a multi-consumer mbox cannot open the mbox to
+/// mutable messages: sending one is still the typed error.
+#[test]
+fn a_mutable_message_is_refused_by_an_mpmc_mbox_even_with_a_state_action_for_it() {
+    within_patience(|| {
+        let result = std::sync::Arc::new(parking_lot::Mutex::new(None));
+        let r = result.clone();
+        Environment::launch(move |env| {
+            let mpmc = env.create_mbox();
+            let m = mpmc.clone();
+            env.introduce_coop(|coop| {
+                coop.add_agent(Script::new(&Log::new()).setup(move |_, ctx| {
+                    let other = State::new("other");
+                    ctx.subscribe(&m)
+                        .just_switch_to::<agentbox::Mutable<Job>>(&other)?;
+                    Ok(())
+                }));
+            })
+            .unwrap();
+            *r.lock() = Some(send_mutable(&mpmc, Job(1)));
+            env.stop();
+        })
+        .unwrap();
+        assert!(matches!(
+            result.lock().take(),
+            Some(Err(SendError::MutableToMultiConsumer { .. }))
+        ));
+    });
+}

@@ -246,3 +246,34 @@ fn a_timer_through_a_binding_never_waits_on_a_full_chain() {
         );
     });
 }
+
+#[test]
+fn a_message_a_sink_mbox_refuses_is_counted() {
+    with_env(|env| {
+        let feed = env.create_mbox();
+        let closed = env.create_mchain(MChainParams::unbounded());
+        closed.close(agentbox::mchain::CloseMode::DropContent);
+        let mut b = SingleSinkBinding::new();
+        b.bind::<u32>(&feed, Sink::from(closed.as_mbox())).unwrap();
+        send(&feed, 1u32).unwrap();
+        assert_eq!(env.drop_counts().refused, 1);
+        // A mutable message is never bound to a multi-consumer sink mbox.
+        let unique = env.create_unique_subscribers_mbox();
+        let mut m = SingleSinkBinding::new();
+        assert!(matches!(
+            m.bind_mutable::<u32>(&unique, Sink::from(env.create_mbox())),
+            Err(SubscribeError::MutableFromMultiConsumer { .. })
+        ));
+        // Mutable bindings are undone by their own unbind.
+        let chain = env.create_mchain(MChainParams::unbounded());
+        let bindings = MultiSinkBinding::new();
+        bindings
+            .bind_mutable::<u32>(&unique, Sink::from(chain.as_mbox()))
+            .unwrap();
+        unique.send_mutable(1u32).unwrap();
+        assert_eq!(chain.len(), 1);
+        bindings.unbind_mutable::<u32>(&unique, &Sink::from(chain.as_mbox()));
+        unique.send_mutable(2u32).unwrap();
+        assert_eq!(chain.len(), 1);
+    });
+}

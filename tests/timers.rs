@@ -260,8 +260,10 @@ impl Agent for Limited {
             .in_state(&limited)
             .event(|a: &mut Self, ctx, _: &Rearm| {
                 let (l, e) = (a.limited.clone(), a.expired.clone());
-                ctx.time_limit(&l, Duration::from_millis(80), &e).unwrap();
+                // Taken before the countdown starts, so that `expired - rearmed >= 80 ms`
+                // holds however long this thread is descheduled in between.
                 *REARMED.lock().unwrap() = Some(Instant::now());
+                ctx.time_limit(&l, Duration::from_millis(80), &e).unwrap();
                 a.log.push("rearmed");
             })?;
         Ok(())

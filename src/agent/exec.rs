@@ -302,6 +302,9 @@ impl<A: Agent> Inner<A> {
         else {
             return Ok(());
         };
+        if self.ctx.states.deactivated {
+            return Ok(()); // a deactivated agent switches to nothing
+        }
         let target = match self
             .ctx
             .states
@@ -330,6 +333,13 @@ impl<A: Agent> Inner<A> {
     fn recover(&mut self) {
         self.ctx.states.in_hook = false;
         self.ctx.states.pending.clear();
+        if self.ctx.states.deactivated {
+            // A deactivation asked for before the failure still happens.
+            self.ctx
+                .states
+                .pending
+                .push(super::state::awaiting_deregistration_state().clone());
+        }
         let _ = self.apply_pending();
     }
 }
@@ -391,7 +401,7 @@ impl<A: Agent> AgentExec for Inner<A> {
                 let coop = core.coop();
                 let panicked = coop.as_ref().and_then(|c| c.dereg_reason())
                     == Some(crate::coop::DeregReason::Panic);
-                let left = if panicked {
+                let left = if panicked || self.ctx.states.deactivated {
                     Ok(())
                 } else {
                     self.guarded(|inner| inner.switch_to(super::state::default_state()))

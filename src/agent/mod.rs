@@ -10,7 +10,8 @@
 //! 3. [`Context::change_state`] takes effect when the running handler returns: `on_exit`
 //!    hooks from the old leaf up to the common ancestor, then `on_enter` hooks down to the
 //!    new leaf. After `on_finish` the agent returns to its default state the same way
-//!    (not after a panic).
+//!    (`on_exit` hooks up the path, then the default state's `on_enter`), unless its coop
+//!    went because of a panic or the agent was deactivated.
 //! 4. A panic in agent code (a handler, a hook, `on_start`, `on_finish`, one of its
 //!    delivery filters) goes to its [`ExceptionReaction`].
 //! 5. [`Context::deactivate_agent`] drops every subscription and parks the agent in a

@@ -256,8 +256,6 @@ impl State {
     }
 }
 
-/// The default state every agent starts in: one value for all agents (each agent keeps its
-/// own handlers, hooks and history for it), so creating an agent allocates no state.
 /// The state of a deactivated agent: no handlers, no hooks (SObjectizer's
 /// `awaiting_deregistration_state`).
 pub(crate) fn awaiting_deregistration_state() -> &'static State {
@@ -266,6 +264,8 @@ pub(crate) fn awaiting_deregistration_state() -> &'static State {
     &AWAITING
 }
 
+/// The default state every agent starts in: one value for all agents (each agent keeps its
+/// own handlers, hooks and history for it), so creating an agent allocates no state.
 pub(crate) fn default_state() -> &'static State {
     static DEFAULT: std::sync::LazyLock<State> =
         std::sync::LazyLock::new(|| State::new("<default>"));

@@ -353,7 +353,7 @@ impl<A: Agent> Subscriptions<A> {
         }
     }
 
-    /// Drops every subscription and filter at the mboxes (end of the agent's life).
+    /// Why a subscription is refused once the agent finished or was deactivated.
     fn closed_error(&self) -> SubscribeError {
         if self.deactivated {
             SubscribeError::AgentDeactivated
@@ -368,6 +368,7 @@ impl<A: Agent> Subscriptions<A> {
         self.deactivated = true;
     }
 
+    /// Drops every subscription and filter at the mboxes (end of the agent's life).
     pub(crate) fn drop_all(&mut self, me: &AgentRef) {
         self.finished = true;
         for u in std::mem::take(&mut self.mboxes).into_values() {

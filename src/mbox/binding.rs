@@ -1,5 +1,21 @@
 //! Sink bindings (SObjectizer 5.8's `single_sink_binding_t` and `multi_sink_binding_t`):
 //! subscriptions of sinks that are not agents, owned by a value that unbinds on drop.
+//!
+//! Rules a user relies on:
+//!
+//! 1. A binding is a subscription of the sink at the source mbox, with the mbox's rules
+//!    (a direct mbox takes none; a multi-consumer mbox no mutable messages; a mutable
+//!    message is never bound to a multi-consumer sink mbox).
+//! 2. A message reaches a sink mbox one redirection deeper; a loop of bindings ends at
+//!    [`MAX_REDIRECTION_DEPTH`](crate::MAX_REDIRECTION_DEPTH) (counted in
+//!    [`DropCounts::redirection_depth`](crate::DropCounts)). The depth bounds the length
+//!    of a chain, not its fan-out: a loop that also fans out multiplies the deliveries by
+//!    its fan-out at every hop, so do not build one.
+//! 3. Registrations are not counted per binding: two bindings of the same (mbox, type,
+//!    sink) share one registration, and the first to unbind removes it.
+//! 4. A sink mbox that blocks (a full mchain with a `wait_on_full` timeout, in
+//!    [`DeliveryMode::Ordinary`](crate::DeliveryMode)) blocks the sender while the source
+//!    mbox holds its subscription table: close such a chain before dropping its binding.
 
 use parking_lot::Mutex;
 
@@ -50,6 +66,14 @@ impl Bound {
         to: Sink,
         filter: Option<DeliveryFilter>,
     ) -> Result<Bound, SubscribeError> {
+        if let super::sink::SinkRepr::Mbox(m) = &to.0 {
+            if ty.is_mutable() && m.kind() == super::MboxKind::MultiConsumer {
+                return Err(SubscribeError::MutableFromMultiConsumer {
+                    type_name: ty.name(),
+                    mbox: m.name(),
+                });
+            }
+        }
         let raw = from.raw();
         let filtered = filter.is_some();
         if let Some(f) = filter {
@@ -278,8 +302,11 @@ impl MultiSinkBinding {
     }
 
     /// Removes the binding of `M` from `from` to `to`, if there is one.
-    pub fn unbind<M: 'static>(&self, from: &Mbox, to: &Sink) {
-        let ty = MessageType::named::<M>();
+    pub fn unbind<M: Send + Sync + 'static>(&self, from: &Mbox, to: &Sink) {
+        self.remove(from, MessageType::of::<M>(), to);
+    }
+
+    fn remove(&self, from: &Mbox, ty: MessageType, to: &Sink) {
         let mut bound = self.bound.lock();
         if let Some(i) = bound
             .iter()
@@ -287,6 +314,12 @@ impl MultiSinkBinding {
         {
             bound.swap_remove(i).unbind();
         }
+    }
+
+    /// Removes the binding of [`Mutable`](crate::Mutable) messages of type `M` from `from`
+    /// to `to`, if there is one.
+    pub fn unbind_mutable<M: 'static>(&self, from: &Mbox, to: &Sink) {
+        self.remove(from, MessageType::of_mutable::<M>(), to);
     }
 
     /// Removes every binding.

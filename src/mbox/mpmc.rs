@@ -63,10 +63,12 @@ impl MpmcMbox {
     ) -> Result<(), SendError> {
         // Recursive read: a push may redirect (message limits) into this same mbox on this
         // thread; a plain read could deadlock behind a waiting writer.
+        // Refused before anything else: a state action named for `Mutable<M>`
+        // (`just_switch_to::<Mutable<M>>`) can subscribe that type here without its
+        // flavour being known, so a list existing proves nothing.
+        self.check_immutable(&msg)?;
         let table = self.table.read_recursive();
-        // A type with a list is immutable: subscribing to a mutable one is refused here.
         let Some(list) = table.get(&msg.type_id()) else {
-            self.check_immutable(&msg)?;
             self.drops.count(DropReason::NoSubscribers);
             trace::emit(&self.trace, || {
                 TraceRecord::new(TraceEvent::NoSubscribers)

@@ -94,7 +94,16 @@ impl Introduced {
         }
         let made = factory();
         let mut map = self.map.lock();
-        Ok(map.entry(key).or_insert(made).clone())
+        if let Some(winner) = map.get(&key) {
+            // Another thread introduced it meanwhile: ours is dropped, outside the lock
+            // (its `Drop` may introduce mboxes too).
+            let winner = winner.clone();
+            drop(map);
+            drop(made);
+            return Ok(winner);
+        }
+        map.insert(key, made.clone());
+        Ok(made)
     }
 
     /// Drops every introduced mbox (the environment is finishing).

@@ -34,7 +34,8 @@ pub enum DeliveryMode {
 /// [`MultiSinkBinding`](crate::MultiSinkBinding)), on the sender's thread.
 ///
 /// `push` must not block when `mode` is [`DeliveryMode::Nonblocking`], and must not call
-/// back into the sender. Its panics are the sender's.
+/// back into the sender or subscribe to (or unsubscribe from) the mbox that calls it: it
+/// runs while that mbox holds its subscription table. Its panics are the sender's.
 pub trait MessageSink: Send + Sync + 'static {
     /// One message from mbox `from`, redirected `depth` times so far.
     fn push(&self, from: MboxId, msg: Message, depth: RedirectionDepth, mode: DeliveryMode);
@@ -121,7 +122,8 @@ impl Sink {
         }
     }
 
-    /// Traces (and counts) that a delivery filter refused the message for this sink.
+    /// Traces and counts (for an agent or an mbox; a custom sink is not counted) that a
+    /// delivery filter refused the message for this sink.
     pub fn trace_filtered(&self, mbox: MboxId, msg: &Message) {
         match &self.0 {
             SinkRepr::Agent(a) => a.trace_filtered(mbox, msg),
@@ -137,13 +139,11 @@ impl Sink {
 
 #[cold]
 fn redirect(to: &Mbox, msg: Message, depth: RedirectionDepth, mode: DeliveryMode) {
-    if let Err(crate::mbox::SendError::RedirectionDepthExceeded { .. }) =
-        to.deliver_with(msg, depth + 1, mode)
-    {
+    if let Err(e) = to.deliver_with(msg, depth + 1, mode) {
         if let Some(env) = to.environment() {
             env.0
                 .drops
-                .count(crate::drops::DropReason::RedirectionDepth);
+                .count(crate::drops::DropReason::for_redirect(&e));
         }
     }
 }

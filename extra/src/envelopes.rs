@@ -94,15 +94,17 @@ pub fn send_revocable_message(to: &Mbox, msg: Message) -> Result<Revocable, Send
     Ok(Revocable(Arc::new(RevokeOnDrop(flag))))
 }
 
-struct DeadlineEnvelope(Instant);
+/// The deadline; `None` when the ttl is too long for an `Instant` (it never expires).
+struct DeadlineEnvelope(Option<Instant>);
 
 impl Envelope for DeadlineEnvelope {
     fn reveal(&self, _access: Access) -> bool {
-        Instant::now() < self.0
+        self.0.is_none_or(|d| Instant::now() < d)
     }
 }
 
-/// Sends immutable `msg` to `to`; its payload is visible only for `ttl` from now.
+/// Sends immutable `msg` to `to`; its payload is visible only for `ttl` from now. A `ttl`
+/// too long for an [`Instant`] (such as `Duration::MAX`) never expires.
 ///
 /// # Errors
 ///
@@ -122,7 +124,7 @@ pub fn send_time_limited<M: Send + Sync + 'static>(
 /// What `to` refuses.
 pub fn send_time_limited_message(to: &Mbox, ttl: Duration, msg: Message) -> Result<(), SendError> {
     to.deliver(
-        Message::enveloped(msg, DeadlineEnvelope(Instant::now() + ttl)),
+        Message::enveloped(msg, DeadlineEnvelope(Instant::now().checked_add(ttl))),
         0,
     )
 }

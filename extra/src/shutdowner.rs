@@ -142,14 +142,15 @@ impl StopGuard for Guard {
         let _ = std::thread::Builder::new()
             .name("agentbox-shutdowner".into())
             .spawn(move || {
-                let deadline = std::time::Instant::now() + max;
+                // A `max_time` too long for an `Instant` never aborts.
+                let deadline = std::time::Instant::now().checked_add(max);
                 loop {
                     let Some(inner) = me.upgrade() else { return };
                     let released = inner.state.lock().released;
                     if released {
                         return;
                     }
-                    if std::time::Instant::now() >= deadline {
+                    if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
                         let line = format!(
                             "shutdowner: {} subscriber(s) still there after {:?}: aborting",
                             inner.state.lock().subscribers.len(),

@@ -99,13 +99,15 @@ fn a_time_limited_message_that_expires_in_the_queue_is_not_handled() {
     let got = held_run(false, |me| {
         send_time_limited(me, Duration::from_secs(3600), 1u32).unwrap();
         send_time_limited(me, Duration::from_millis(1), 2u32).unwrap();
+        // Too long for an `Instant`: never expires (and never panics).
+        send_time_limited(me, Duration::MAX, 3u32).unwrap();
         // The receiver is held until after the deadline has passed.
         let until = Instant::now() + Duration::from_millis(5);
         while Instant::now() < until {
             std::thread::yield_now();
         }
     });
-    assert_eq!(got, [1]);
+    assert_eq!(got, [1, 3]);
 }
 
 // ---- shutdowner ----

@@ -8,34 +8,13 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use agentbox::mchain::{receive, Handlers, MChain, MChainParams, OverflowReaction, ReceiveParams};
+use agentbox::mchain::{receive, Handlers, MChainParams, OverflowReaction, ReceiveParams};
 use agentbox::prelude::*;
 use agentbox::{
     send_delayed, DeliveryMode, Message, MessageSink, MultiSinkBinding, RedirectionDepth,
     SingleSinkBinding, Sink, SubscribeError,
 };
-use common::{within_patience, Log, PATIENCE};
-
-fn with_env(f: impl FnOnce(&Environment) + Send + 'static) {
-    within_patience(move || {
-        Environment::launch(move |env| {
-            f(env);
-            env.stop();
-        })
-        .unwrap();
-    });
-}
-
-/// Everything the chain holds now, as `u32`s.
-fn drain(chain: &MChain) -> Vec<u32> {
-    let mut got = Vec::new();
-    receive(
-        chain,
-        ReceiveParams::new().no_wait(),
-        &mut Handlers::new().on(|n: &u32| got.push(*n)),
-    );
-    got
-}
+use common::{drain_u32, with_env, within_patience, Log, PATIENCE};
 
 #[test]
 fn a_single_binding_takes_an_mbox_to_an_mchain_through_its_filter() {
@@ -50,19 +29,19 @@ fn a_single_binding_takes_an_mbox_to_an_mchain_through_its_filter() {
         for n in 0..6u32 {
             send(&feed, n).unwrap();
         }
-        assert_eq!(drain(&chain), [0, 2, 4]);
+        assert_eq!(drain_u32(&chain), [0, 2, 4]);
         // Binding again (another sink) replaces the binding: the old sink gets nothing.
         let other = env.create_mchain(MChainParams::unbounded());
         b.bind::<u32>(&feed, Sink::from(other.as_mbox())).unwrap();
         send(&feed, 7u32).unwrap();
-        assert_eq!(drain(&chain), Vec::<u32>::new());
-        assert_eq!(drain(&other), [7]);
+        assert_eq!(drain_u32(&chain), Vec::<u32>::new());
+        assert_eq!(drain_u32(&other), [7]);
         // The same binding again, now without the filter: the filter goes.
         b.bind::<u32>(&feed, Sink::from(other.as_mbox())).unwrap();
         drop(b);
         send(&feed, 9u32).unwrap();
         assert_eq!(
-            drain(&other),
+            drain_u32(&other),
             Vec::<u32>::new(),
             "dropping the binding unbinds"
         );
@@ -240,7 +219,7 @@ fn a_timer_through_a_binding_never_waits_on_a_full_chain() {
         );
         assert_eq!(got, [2]);
         assert_eq!(
-            drain(&full),
+            drain_u32(&full),
             [0],
             "the timer's message was dropped, not waited for"
         );

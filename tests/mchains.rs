@@ -12,28 +12,7 @@ use agentbox::mchain::{
 };
 use agentbox::prelude::*;
 use agentbox::{send_delayed, SendError, SubscribeError};
-use common::{within_patience, PATIENCE};
-
-fn with_env(f: impl FnOnce(&Environment) + Send + 'static) {
-    within_patience(move || {
-        Environment::launch(move |env| {
-            f(env);
-            env.stop();
-        })
-        .unwrap();
-    });
-}
-
-/// Everything queued, in order, without waiting.
-fn drain(chain: &MChain) -> Vec<u32> {
-    let mut got = Vec::new();
-    receive(
-        chain,
-        ReceiveParams::new().no_wait(),
-        &mut Handlers::new().on(|v: &u32| got.push(*v)),
-    );
-    got
-}
+use common::{drain_u32, with_env, PATIENCE};
 
 fn fill(chain: &MChain, n: u32) -> Vec<Result<(), SendError>> {
     (0..n).map(|i| send(&chain.as_mbox(), i)).collect()
@@ -45,7 +24,7 @@ fn drop_newest_keeps_the_first_messages() {
         let chain =
             env.create_mchain(MChainParams::bounded(3).overflow(OverflowReaction::DropNewest));
         assert!(fill(&chain, 5).iter().all(Result::is_ok));
-        assert_eq!(drain(&chain), [0, 1, 2]);
+        assert_eq!(drain_u32(&chain), [0, 1, 2]);
     });
 }
 
@@ -55,7 +34,7 @@ fn remove_oldest_keeps_the_last_messages() {
         let chain =
             env.create_mchain(MChainParams::bounded(3).overflow(OverflowReaction::RemoveOldest));
         assert!(fill(&chain, 5).iter().all(Result::is_ok));
-        assert_eq!(drain(&chain), [2, 3, 4]);
+        assert_eq!(drain_u32(&chain), [2, 3, 4]);
     });
 }
 
@@ -68,7 +47,7 @@ fn error_refuses_the_messages_that_do_not_fit() {
         assert!(results[3..]
             .iter()
             .all(|r| matches!(r, Err(SendError::ChainFull { .. }))));
-        assert_eq!(drain(&chain), [0, 1, 2]);
+        assert_eq!(drain_u32(&chain), [0, 1, 2]);
     });
 }
 
@@ -119,7 +98,7 @@ fn close_drop_content_empties_close_retain_content_lets_readers_finish() {
         fill(&dropping, 3);
         dropping.close(CloseMode::DropContent);
         assert!(dropping.is_closed());
-        assert_eq!(drain(&dropping), Vec::<u32>::new());
+        assert_eq!(drain_u32(&dropping), Vec::<u32>::new());
         assert!(matches!(
             dropping.send(9u32),
             Err(SendError::ChainClosed { .. })
@@ -301,7 +280,7 @@ fn the_not_empty_hook_runs_on_each_empty_to_not_empty_transition() {
         }));
         fill(&chain, 3);
         assert_eq!(calls.load(Ordering::SeqCst), 1);
-        drain(&chain);
+        drain_u32(&chain);
         fill(&chain, 2);
         assert_eq!(calls.load(Ordering::SeqCst), 2);
     });
@@ -332,7 +311,7 @@ fn timer_deliveries_into_a_full_waiting_chain_never_block_the_timer_thread() {
         );
         assert_eq!(r.status, ReceiveStatus::Completed);
         assert_eq!(got, [2]);
-        assert_eq!(drain(&full), [0]);
+        assert_eq!(drain_u32(&full), [0]);
     });
 }
 

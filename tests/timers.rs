@@ -9,17 +9,7 @@ use std::time::{Duration, Instant};
 use agentbox::mchain::{receive, Handlers, MChainParams, ReceiveParams, ReceiveStatus};
 use agentbox::prelude::*;
 use agentbox::{send_delayed, send_delayed_mutable, send_periodic, TimerError};
-use common::{within_patience, Log, PATIENCE};
-
-fn with_env(f: impl FnOnce(&Environment) + Send + 'static) {
-    within_patience(move || {
-        Environment::launch(move |env| {
-            f(env);
-            env.stop();
-        })
-        .unwrap();
-    });
-}
+use common::{with_env, within_patience, Log, PATIENCE};
 
 #[test]
 fn a_zero_delay_is_delivered() {

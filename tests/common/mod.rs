@@ -36,6 +36,29 @@ impl Log {
     }
 }
 
+/// Runs `f` in a fresh environment (within [`PATIENCE`]), then stops it.
+pub fn with_env(f: impl FnOnce(&Environment) + Send + 'static) {
+    within_patience(move || {
+        Environment::launch(move |env| {
+            f(env);
+            env.stop();
+        })
+        .unwrap();
+    });
+}
+
+/// Every `u32` queued in `chain`, in order, without waiting.
+pub fn drain_u32(chain: &agentbox::mchain::MChain) -> Vec<u32> {
+    use agentbox::mchain::{receive, Handlers, ReceiveParams};
+    let mut got = Vec::new();
+    receive(
+        chain,
+        ReceiveParams::new().no_wait(),
+        &mut Handlers::new().on(|v: &u32| got.push(*v)),
+    );
+    got
+}
+
 /// Generous bound for anything that should finish at once: the machine is shared and slow.
 pub const PATIENCE: Duration = Duration::from_secs(60);
 

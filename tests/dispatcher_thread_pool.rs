@@ -111,6 +111,53 @@ fn individual_fifo_lets_agents_of_one_coop_run_in_parallel() {
     });
 }
 
+/// An agent on a one-thread pool that holds the pool's only worker while told to.
+struct Gate {
+    mbox: Mbox,
+    running: Arc<AtomicBool>,
+    released: Arc<AtomicBool>,
+}
+
+impl Gate {
+    fn new(env: &Environment, binder: &agentbox::Binder) -> Gate {
+        let running = Arc::new(AtomicBool::new(false));
+        let released = Arc::new(AtomicBool::new(false));
+        let (r, rel) = (running.clone(), released.clone());
+        let mbox = env
+            .introduce_coop(|coop| {
+                coop.set_binder(binder.clone());
+                coop.add_agent(Script::new(&Log::new()).setup(move |_, ctx| {
+                    ctx.subscribe_self()
+                        .event(move |_: &mut Script, _, _: &u8| {
+                            r.store(true, Ordering::SeqCst);
+                            while !rel.load(Ordering::SeqCst) {
+                                std::thread::yield_now();
+                            }
+                        })?;
+                    Ok(())
+                }))
+            })
+            .unwrap();
+        Gate {
+            mbox,
+            running,
+            released,
+        }
+    }
+
+    /// Returns once the worker is held.
+    fn hold(&self) {
+        send(&self.mbox, 0u8).unwrap();
+        while !self.running.load(Ordering::SeqCst) {
+            std::thread::yield_now();
+        }
+    }
+
+    fn release(&self) {
+        self.released.store(true, Ordering::SeqCst);
+    }
+}
+
 #[test]
 fn max_demands_at_once_interleaves_waiting_queues() {
     within_patience(|| {
@@ -123,25 +170,8 @@ fn max_demands_at_once_interleaves_waiting_queues() {
                 .build()
                 .unwrap();
             let individual = pool.binder_with(agentbox::BindParams::new().fifo(Fifo::Individual));
-            let running = Arc::new(AtomicBool::new(false));
-            let release = Arc::new(AtomicBool::new(false));
             // The gate keeps the only worker busy until every message is queued.
-            let (r, rel) = (running.clone(), release.clone());
-            let gate = env
-                .introduce_coop(|coop| {
-                    coop.set_binder(individual.clone());
-                    coop.add_agent(Script::new(&Log::new()).setup(move |_, ctx| {
-                        ctx.subscribe_self()
-                            .event(move |_: &mut Script, _, _: &u8| {
-                                r.store(true, Ordering::SeqCst);
-                                while !rel.load(Ordering::SeqCst) {
-                                    std::thread::yield_now();
-                                }
-                            })?;
-                        Ok(())
-                    }))
-                })
-                .unwrap();
+            let gate = Gate::new(env, &individual);
             let started = Arc::new(std::sync::atomic::AtomicUsize::new(0));
             let mut targets = Vec::new();
             for name in ["a", "b"] {
@@ -171,16 +201,13 @@ fn max_demands_at_once_interleaves_waiting_queues() {
             while started.load(Ordering::SeqCst) < 2 {
                 std::thread::yield_now();
             }
-            send(&gate, 0u8).unwrap();
-            while !running.load(Ordering::SeqCst) {
-                std::thread::yield_now();
-            }
+            gate.hold();
             for t in &targets {
                 for n in 1..=10u32 {
                     send(t, n).unwrap();
                 }
             }
-            release.store(true, Ordering::SeqCst);
+            gate.release();
             // Stop once everything is handled.
             l.wait_for(20);
             env.stop();
@@ -215,28 +242,8 @@ fn the_first_batch_counts_on_start_but_not_the_internal_bind_demand() {
                 .build()
                 .unwrap();
             let individual = pool.binder_with(agentbox::BindParams::new().fifo(Fifo::Individual));
-            let running = Arc::new(AtomicBool::new(false));
-            let release = Arc::new(AtomicBool::new(false));
-            let (r, rel) = (running.clone(), release.clone());
-            let gate = env
-                .introduce_coop(|coop| {
-                    coop.set_binder(individual.clone());
-                    coop.add_agent(Script::new(&Log::new()).setup(move |_, ctx| {
-                        ctx.subscribe_self()
-                            .event(move |_: &mut Script, _, _: &u8| {
-                                r.store(true, Ordering::SeqCst);
-                                while !rel.load(Ordering::SeqCst) {
-                                    std::thread::yield_now();
-                                }
-                            })?;
-                        Ok(())
-                    }))
-                })
-                .unwrap();
-            send(&gate, 0u8).unwrap();
-            while !running.load(Ordering::SeqCst) {
-                std::thread::yield_now();
-            }
+            let gate = Gate::new(env, &individual);
+            gate.hold();
             // The only worker is held: both agents are bound, started and messaged before
             // it looks at their queues.
             for name in ["a", "b"] {
@@ -262,7 +269,7 @@ fn the_first_batch_counts_on_start_but_not_the_internal_bind_demand() {
                     send(&target, n).unwrap();
                 }
             }
-            release.store(true, Ordering::SeqCst);
+            gate.release();
             l.wait_for(14);
             env.stop();
         })

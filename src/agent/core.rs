@@ -255,8 +255,11 @@ pub(crate) fn push(core: &AgentArc, kind: DemandKind) {
 /// Binds the agent: its executor goes to the queue's worker (`Bind`), then `Start`, then
 /// whatever arrived before binding.
 ///
-/// Holding `pending` across the pushes means a concurrent sender either got into `pending`
-/// before (and is flushed here, in its order) or sees the binding set after.
+/// Races: holding `pending` across the pushes means a concurrent sender either got into
+/// `pending` before (and is flushed here, in its order) or sees the binding set after.
+/// Checked by `tests/coop_lifecycle.rs` (a sibling's message sent from `on_start` waits for
+/// the receiver's `on_start`) and `tests/core_stress.rs` (coops coming and going while an
+/// MPMC mbox streams to them).
 pub(crate) fn activate(
     core: &AgentArc,
     queue: Arc<dyn EventQueue>,

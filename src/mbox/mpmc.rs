@@ -16,7 +16,7 @@ use crate::trace::{self, Trace, TraceEvent, TraceRecord};
 /// One sink's entry for one message type. An entry may carry only a filter
 /// (`subscribed == false`): such a sink gets nothing until it subscribes.
 struct Subscriber {
-    agent: Sink,
+    sink: Sink,
     filter: Option<DeliveryFilter>,
     subscribed: bool,
 }
@@ -81,9 +81,9 @@ impl MpmcMbox {
         for s in list.iter().filter(|s| s.subscribed) {
             subscribers += 1;
             if s.filter.as_ref().is_none_or(|f| f.accepts(&msg)) {
-                s.agent.push_message(self.id, msg.clone(), depth, mode);
+                s.sink.push_message(self.id, msg.clone(), depth, mode);
             } else {
-                s.agent.trace_filtered(self.id, &msg);
+                s.sink.trace_filtered(self.id, &msg);
             }
         }
         if subscribers == 0 {
@@ -113,22 +113,22 @@ impl MpmcMbox {
     fn entry<'t>(
         table: &'t mut SmallMap<TypeId, Vec<Subscriber>>,
         ty: MessageType,
-        agent: &Sink,
+        sink: &Sink,
     ) -> &'t mut Subscriber {
         let list = table.entry_or_insert_with(ty.type_id(), Vec::new);
-        let pos = match list.iter().position(|s| s.agent == *agent) {
+        let pos = match list.iter().position(|s| s.sink == *sink) {
             Some(pos) => pos,
             None => {
                 // Stable priority order: after every subscriber of equal or higher priority.
-                let prio = agent.priority();
+                let prio = sink.priority();
                 let at = list
                     .iter()
-                    .position(|s| s.agent.priority() < prio)
+                    .position(|s| s.sink.priority() < prio)
                     .unwrap_or(list.len());
                 list.insert(
                     at,
                     Subscriber {
-                        agent: agent.clone(),
+                        sink: sink.clone(),
                         filter: None,
                         subscribed: false,
                     },
@@ -148,34 +148,34 @@ impl MpmcMbox {
         }
     }
 
-    pub(crate) fn subscribe(&self, ty: MessageType, agent: &Sink) -> Result<(), SubscribeError> {
+    pub(crate) fn subscribe(&self, ty: MessageType, sink: &Sink) -> Result<(), SubscribeError> {
         if ty.is_mutable() {
             return Err(SubscribeError::MutableFromMultiConsumer {
                 type_name: ty.name(),
                 mbox: self.name(),
             });
         }
-        Self::entry(&mut self.table.write(), ty, agent).subscribed = true;
+        Self::entry(&mut self.table.write(), ty, sink).subscribed = true;
         Ok(())
     }
 
-    pub(crate) fn unsubscribe(&self, ty: MessageType, agent: &Sink) {
+    pub(crate) fn unsubscribe(&self, ty: MessageType, sink: &Sink) {
         let mut table = self.table.write();
         if let Some(list) = table.get_mut(&ty.type_id()) {
-            if let Some(s) = list.iter_mut().find(|s| s.agent == *agent) {
+            if let Some(s) = list.iter_mut().find(|s| s.sink == *sink) {
                 s.subscribed = false;
             }
         }
         Self::cleanup(&mut table, ty);
     }
 
-    pub(crate) fn set_filter(&self, ty: MessageType, filter: Option<DeliveryFilter>, agent: &Sink) {
+    pub(crate) fn set_filter(&self, ty: MessageType, filter: Option<DeliveryFilter>, sink: &Sink) {
         let mut table = self.table.write();
         match filter {
-            Some(f) => Self::entry(&mut table, ty, agent).filter = Some(f),
+            Some(f) => Self::entry(&mut table, ty, sink).filter = Some(f),
             None => {
                 if let Some(list) = table.get_mut(&ty.type_id()) {
-                    if let Some(s) = list.iter_mut().find(|s| s.agent == *agent) {
+                    if let Some(s) = list.iter_mut().find(|s| s.sink == *sink) {
                         s.filter = None;
                     }
                 }

@@ -15,8 +15,12 @@ pub enum DeadLetterReason {
     ActorUnknown,
     /// The event was queued for its recipient when the recipient passed away.
     PassedAway,
-    /// The recipient is on another node and no interconnect proxy serves that node.
+    /// The recipient is on another node that could not be reached: no interconnect serves
+    /// that node, or the session to it ended before the event was delivered.
     Disconnected,
+    /// The recipient is on another node and the event's type has no codec registered with
+    /// the interconnect, so it cannot leave this node.
+    NotSerializable,
     /// The recipient's state function gave the event back ([`Handled::No`](super::Handled)).
     Unhandled,
     /// The event was queued when the system or its environment stopped.
@@ -25,10 +29,12 @@ pub enum DeadLetterReason {
 
 impl DeadLetterReason {
     /// The reason an [`Undelivered`](super::Undelivered) for this loss carries: `Disconnected`
-    /// for a remote loss, `ActorUnknown` for every local one (as YDB reports them).
+    /// for a remote loss, `Unknown` for an event that cannot be serialized, `ActorUnknown` for
+    /// every local one (as YDB reports them).
     pub const fn undelivered_reason(self) -> UndeliveredReason {
         match self {
             DeadLetterReason::Disconnected => UndeliveredReason::Disconnected,
+            DeadLetterReason::NotSerializable => UndeliveredReason::Unknown,
             _ => UndeliveredReason::ActorUnknown,
         }
     }

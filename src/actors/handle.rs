@@ -1,14 +1,32 @@
 //! [`EventHandle`]: one event in flight with its envelope of YDB fields.
 
 use std::any::Any;
+use std::cell::OnceCell;
 use std::fmt;
 
 use super::event::{Event, EventType};
 use super::flags::EventFlags;
 use super::id::ActorId;
 
+/// Decodes the bytes of a serialized event into the local value of its type (the
+/// interconnect's hook: it knows the codec of each remote event type).
+pub(crate) type DecodeFn = fn(&[u8]) -> Option<Box<dyn Any + Send>>;
+
 /// A serialized event (the interconnect's form), boxed as the payload like a local event.
-struct Serialized(Vec<u8>);
+/// Decoded at most once, when a handler first asks for the event as its type.
+struct Serialized {
+    bytes: Vec<u8>,
+    decode: Option<DecodeFn>,
+    decoded: OnceCell<Option<Box<dyn Any + Send>>>,
+}
+
+impl Serialized {
+    /// The decoded value, decoding now if this is the first ask.
+    fn value(&self) -> Option<&(dyn Any + Send)> {
+        let decode = self.decode?;
+        self.decoded.get_or_init(|| decode(&self.bytes)).as_deref()
+    }
+}
 
 /// One event with everything YDB's `IEventHandle` carries: type, flags (with the channel),
 /// recipient, sender, cookie, the forward target on non-delivery, and the event itself.
@@ -97,7 +115,45 @@ impl EventHandle {
             sender,
             cookie: 0,
             forward_target: None,
-            payload: Some(Box::new(Serialized(bytes))),
+            payload: Some(Box::new(Serialized {
+                bytes,
+                decode: None,
+                decoded: OnceCell::new(),
+            })),
+        }
+    }
+
+    /// A serialized event that [`get`](Self::get) and [`take`](Self::take) decode on first
+    /// ask with `decode` (the interconnect's received events).
+    pub(crate) fn serialized_with(
+        event_type: EventType,
+        recipient: ActorId,
+        sender: ActorId,
+        bytes: Vec<u8>,
+        decode: Option<DecodeFn>,
+    ) -> EventHandle {
+        EventHandle {
+            event_type,
+            flags: EventFlags::empty(),
+            recipient,
+            rewrite: recipient,
+            sender,
+            cookie: 0,
+            forward_target: None,
+            payload: Some(Box::new(Serialized {
+                bytes,
+                decode,
+                decoded: OnceCell::new(),
+            })),
+        }
+    }
+
+    /// The local event as `Any`, if it is a local value and not taken (the interconnect
+    /// encodes it by its type).
+    pub(crate) fn local_any(&self) -> Option<&(dyn Any + Send)> {
+        match &self.payload {
+            Some(b) if !b.is::<Serialized>() => Some(&**b),
+            _ => None,
         }
     }
 
@@ -172,26 +228,48 @@ impl EventHandle {
         self.get::<E>().is_some()
     }
 
-    /// The local event, if it is an `E` and has not been taken.
+    /// The event, if it is an `E` and has not been taken.
+    ///
+    /// An event that came from another node is decoded here, on the first ask (the
+    /// interconnect knows the codec of each registered remote event type); a local send
+    /// never serializes.
     pub fn get<E: Event>(&self) -> Option<&E> {
         match &self.payload {
-            Some(b) if self.event_type == E::EVENT_TYPE => b.downcast_ref::<E>(),
+            Some(b) if self.event_type == E::EVENT_TYPE => match b.downcast_ref::<E>() {
+                Some(e) => Some(e),
+                None => Self::decoded(&**b),
+            },
             _ => None,
         }
     }
 
-    /// The local event, mutably, if it is an `E` and has not been taken.
+    #[cold]
+    fn decoded<E: Event>(b: &(dyn Any + Send)) -> Option<&E> {
+        b.downcast_ref::<Serialized>()?.value()?.downcast_ref::<E>()
+    }
+
+    /// The event, mutably, if it is an `E` and has not been taken (decoded first if it
+    /// came from another node).
     pub fn get_mut<E: Event>(&mut self) -> Option<&mut E> {
-        match &mut self.payload {
-            Some(b) if self.event_type == E::EVENT_TYPE => b.downcast_mut::<E>(),
-            _ => None,
+        self.get::<E>()?;
+        let b = self.payload.as_mut()?;
+        if b.is::<E>() {
+            return b.downcast_mut::<E>();
         }
+        let s = b.downcast_mut::<Serialized>()?;
+        s.decoded.get_mut()?.as_mut()?.downcast_mut::<E>()
     }
 
-    /// Takes the local event out if it is an `E`; the handle keeps its fields.
+    /// Takes the event out if it is an `E` (decoded first if it came from another node); the
+    /// handle keeps its fields.
     pub fn take<E: Event>(&mut self) -> Option<E> {
         self.get::<E>()?;
-        self.payload.take()?.downcast::<E>().ok().map(|b| *b)
+        let b = self.payload.take()?;
+        if b.is::<E>() {
+            return b.downcast::<E>().ok().map(|b| *b);
+        }
+        let s = b.downcast::<Serialized>().ok()?;
+        s.decoded.into_inner()??.downcast::<E>().ok().map(|b| *b)
     }
 
     /// The local event by value if it is an `E`; otherwise the handle back.
@@ -206,12 +284,20 @@ impl EventHandle {
         }
     }
 
-    /// The bytes of a serialized event.
+    /// The bytes of a serialized event (one that came from another node).
     pub fn serialized_bytes(&self) -> Option<&[u8]> {
         match &self.payload {
-            Some(b) => b.downcast_ref::<Serialized>().map(|s| s.0.as_slice()),
+            Some(b) => b.downcast_ref::<Serialized>().map(|s| s.bytes.as_slice()),
             _ => None,
         }
+    }
+
+    /// The decode hook of a serialized event (kept when the interconnect sends it on).
+    pub(crate) fn decoder(&self) -> Option<DecodeFn> {
+        self.payload
+            .as_ref()?
+            .downcast_ref::<Serialized>()
+            .and_then(|s| s.decode)
     }
 
     /// Whether the event is serialized bytes rather than a local value.

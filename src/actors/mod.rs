@@ -155,6 +155,11 @@ pub use routing::Route;
 pub use services::ServiceError;
 pub use setup::{SystemError, SystemSetup};
 pub use system::{ActorSystem, RegisterActorError, SystemStats};
+// The interconnect's hooks (see `RemoteRouter` and `EventHandle::serialized_with`).
+#[cfg(feature = "interconnect")]
+pub(crate) use handle::DecodeFn;
+#[cfg(feature = "interconnect")]
+pub(crate) use system::RemoteRouter;
 pub use system_events::{
     Bootstrap, Gone, Poison, Undelivered, UndeliveredDecodeError, UndeliveredReason,
     UnknownUndeliveredReason, Wakeup,

@@ -111,8 +111,15 @@ impl SystemInner {
         self.deliver_local(h, target);
     }
 
-    /// The interconnect's path: the node's proxy service, else `Disconnected`.
+    /// The interconnect's path: the remote router if one is installed, else the node's
+    /// proxy service, else `Disconnected`.
     fn send_remote(&self, mut h: EventHandle, node_id: u32) {
+        if let Some(router) = self.remote.get() {
+            return match router.send(h, node_id) {
+                Ok(()) => {}
+                Err(h) => self.not_delivered(h, DeadLetterReason::Disconnected),
+            };
+        }
         match self.services.lookup(ActorId::interconnect_proxy(node_id)) {
             Some(proxy) if !self.is_remote(proxy) => {
                 h.set_rewrite(proxy);
@@ -198,13 +205,23 @@ impl SystemInner {
 
     /// YDB's non-delivery rules (see `ActorSystem`'s docs).
     pub(crate) fn not_delivered(&self, h: EventHandle, reason: DeadLetterReason) {
+        self.not_delivered_as(h, reason, false);
+    }
+
+    /// [`not_delivered`](Self::not_delivered) of an event that may have been delivered
+    /// after all (sent to a peer node that never confirmed it): with `unsure`, only an
+    /// event that also asked for `GENERATE_UNSURE_UNDELIVERED` gets an `Undelivered`, which
+    /// then says `unsure: true`.
+    pub(crate) fn not_delivered_as(&self, h: EventHandle, reason: DeadLetterReason, unsure: bool) {
         let flags = h.flags();
         if flags.contains(EventFlags::FORWARD_ON_NONDELIVERY) {
             DeliveryCounters::bump(&self.counters.forwarded);
             return self.send(h.into_forwarded());
         }
         self.dead_letter(&h, reason);
-        if flags.contains(EventFlags::TRACK_DELIVERY) {
+        let track = flags.contains(EventFlags::TRACK_DELIVERY)
+            && (!unsure || flags.contains(EventFlags::GENERATE_UNSURE_UNDELIVERED));
+        if track {
             let cleared = flags.without(
                 EventFlags::TRACK_DELIVERY
                     | EventFlags::SUBSCRIBE_ON_SESSION
@@ -216,7 +233,7 @@ impl SystemInner {
                 Undelivered {
                     source_type: h.event_type(),
                     reason: reason.undelivered_reason(),
-                    unsure: false,
+                    unsure,
                 },
             )
             .with_flags(cleared)

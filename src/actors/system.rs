@@ -1,7 +1,7 @@
 //! [`ActorSystem`]: one node's actors, pools and local services on an environment.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use thiserror::Error;
@@ -132,6 +132,16 @@ pub(crate) struct SystemInner {
     stats_reg: SourceReg,
     /// Whether the source is registered with the environment (by the first mailbox).
     stats_registered: AtomicBool,
+    /// Where events for other nodes go, once an interconnect is installed.
+    pub(crate) remote: OnceLock<Box<dyn RemoteRouter>>,
+}
+
+/// The hook of the interconnect: takes the events whose recipient is on another node
+/// (routing step 1), or gives one back when that node cannot be reached now (the event is
+/// then not delivered, reason `Disconnected`).
+pub(crate) trait RemoteRouter: Send + Sync {
+    /// Takes `h`, whose recipient (or its service's actor) is on node `node_id`.
+    fn send(&self, h: EventHandle, node_id: u32) -> Result<(), EventHandle>;
 }
 
 impl ActorSystem {
@@ -186,6 +196,7 @@ impl ActorSystem {
                 link: Box::leak(Box::new(SystemLink { sys: me.clone() })),
                 stats_reg: SourceReg::new(source),
                 stats_registered: AtomicBool::new(false),
+                remote: OnceLock::new(),
             }
         });
         let system = ActorSystem(inner);

@@ -1,0 +1,241 @@
+//! How events cross nodes: [`RemoteEvent`] names an event type's [`EventCodec`]; the
+//! built-in codecs are [`Serde`] (the default choice) and [`Protobuf`] (for events a YDB
+//! node must read).
+
+use std::any::Any;
+use std::fmt;
+
+use ahash::AHashMap;
+use thiserror::Error;
+
+use crate::actors::{
+    DecodeFn, Event, EventType, Gone, Poison, Undelivered, UndeliveredDecodeError,
+};
+
+/// Why an event could not be encoded or decoded.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum CodecError {
+    /// The serde codec failed.
+    #[error("serde codec: {0}")]
+    Serde(String),
+    /// The protobuf codec failed.
+    #[error("protobuf codec: {0}")]
+    Protobuf(String),
+    /// A fixed-size form got the wrong number of bytes, or bad values.
+    #[error("bad bytes for event {event_type:#x}: {reason}")]
+    BadBytes {
+        /// The event type.
+        event_type: EventType,
+        /// What was wrong.
+        reason: String,
+    },
+}
+
+/// Encodes and decodes one event type `E` to and from its bytes on the wire (the event body
+/// that travels before the event descriptor).
+///
+/// Implement it on a unit struct to give an event a form of your own; the built-in ones are
+/// [`Serde`] and [`Protobuf`].
+pub trait EventCodec<E>: 'static {
+    /// Appends the body of `event` to `out`.
+    ///
+    /// # Errors
+    ///
+    /// [`CodecError`] if the event cannot be written; it is then not delivered.
+    fn encode(event: &E, out: &mut Vec<u8>) -> Result<(), CodecError>;
+
+    /// Reads an event back from its whole body.
+    ///
+    /// # Errors
+    ///
+    /// [`CodecError`] on bytes that are not a valid `E` (they come from the network: never
+    /// trust them).
+    fn decode(bytes: &[u8]) -> Result<E, CodecError>;
+}
+
+/// An event that may travel to another node, and the codec its body travels in.
+///
+/// Local sends never serialize: the codec runs only when an event leaves its node, and on
+/// the receiving node only when a handler first asks for the event
+/// ([`EventHandle::get`](crate::actors::EventHandle::get) or
+/// [`take`](crate::actors::EventHandle::take)). Register each remote event type with
+/// [`InterconnectSetup::event`](super::InterconnectSetup::event) on every node that sends or
+/// receives it.
+///
+/// # Examples
+///
+/// ```
+/// use agentbox::actors::{event_space_begin, Event, ES_USERSPACE};
+/// use agentbox::interconnect::{RemoteEvent, Serde};
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Serialize, Deserialize)]
+/// struct Greeting { text: String }
+/// impl Event for Greeting { const EVENT_TYPE: u32 = event_space_begin(ES_USERSPACE) + 1; }
+/// impl RemoteEvent for Greeting { type Codec = Serde; }
+/// ```
+pub trait RemoteEvent: Event + Sized {
+    /// How the body is written: [`Serde`], [`Protobuf`] or a codec of your own.
+    type Codec: EventCodec<Self>;
+}
+
+/// The default codec: any `serde` type, in postcard's compact form (varints, no field
+/// names). Only agentbox nodes read it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Serde;
+
+impl<E> EventCodec<E> for Serde
+where
+    E: serde::Serialize + serde::de::DeserializeOwned,
+{
+    fn encode(event: &E, out: &mut Vec<u8>) -> Result<(), CodecError> {
+        let bytes = postcard::to_stdvec(event).map_err(|e| CodecError::Serde(e.to_string()))?;
+        out.extend_from_slice(&bytes);
+        Ok(())
+    }
+
+    fn decode(bytes: &[u8]) -> Result<E, CodecError> {
+        postcard::from_bytes(bytes).map_err(|e| CodecError::Serde(e.to_string()))
+    }
+}
+
+/// The codec of YDB's own events (`TEventPB`): the body is the protobuf message, so that a
+/// YDB node can read it. Any `prost::Message`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Protobuf;
+
+impl<E> EventCodec<E> for Protobuf
+where
+    E: prost::Message + Default,
+{
+    fn encode(event: &E, out: &mut Vec<u8>) -> Result<(), CodecError> {
+        event
+            .encode(out)
+            .map_err(|e| CodecError::Protobuf(e.to_string()))
+    }
+
+    fn decode(bytes: &[u8]) -> Result<E, CodecError> {
+        E::decode(bytes).map_err(|e| CodecError::Protobuf(e.to_string()))
+    }
+}
+
+/// YDB's empty-bodied system events ([`Poison`], [`Gone`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Empty;
+
+impl<E: Event + Default> EventCodec<E> for Empty {
+    fn encode(_: &E, _: &mut Vec<u8>) -> Result<(), CodecError> {
+        Ok(())
+    }
+
+    fn decode(bytes: &[u8]) -> Result<E, CodecError> {
+        if bytes.is_empty() {
+            Ok(E::default())
+        } else {
+            Err(CodecError::BadBytes {
+                event_type: E::EVENT_TYPE,
+                reason: format!("{} bytes, expected none", bytes.len()),
+            })
+        }
+    }
+}
+
+impl RemoteEvent for Poison {
+    type Codec = Empty;
+}
+
+impl RemoteEvent for Gone {
+    type Codec = Empty;
+}
+
+/// [`Undelivered`]'s 8-byte form (YDB's `TEvUndelivered`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct UndeliveredCodec;
+
+impl EventCodec<Undelivered> for UndeliveredCodec {
+    fn encode(event: &Undelivered, out: &mut Vec<u8>) -> Result<(), CodecError> {
+        out.extend_from_slice(&event.to_bytes());
+        Ok(())
+    }
+
+    fn decode(bytes: &[u8]) -> Result<Undelivered, CodecError> {
+        Undelivered::from_bytes(bytes).map_err(|e: UndeliveredDecodeError| CodecError::BadBytes {
+            event_type: Undelivered::EVENT_TYPE,
+            reason: e.to_string(),
+        })
+    }
+}
+
+impl RemoteEvent for Undelivered {
+    type Codec = UndeliveredCodec;
+}
+
+type EncodeFn = fn(&(dyn Any + Send), &mut Vec<u8>) -> Result<(), CodecError>;
+
+/// The codecs of one node's remote event types, by event type.
+#[derive(Clone)]
+pub(crate) struct Codecs {
+    by_type: AHashMap<EventType, (EncodeFn, DecodeFn)>,
+}
+
+impl Codecs {
+    /// The system events that cross the wire: `Undelivered`, `Poison`, `Gone`.
+    pub(crate) fn with_system_events() -> Codecs {
+        let mut c = Codecs {
+            by_type: AHashMap::new(),
+        };
+        c.add::<Undelivered>();
+        c.add::<Poison>();
+        c.add::<Gone>();
+        c
+    }
+
+    pub(crate) fn add<E: RemoteEvent>(&mut self) {
+        self.by_type
+            .insert(E::EVENT_TYPE, (encode_any::<E>, decode_any::<E>));
+    }
+
+    /// Appends the body of `event` (of type `event_type`) to `out`.
+    pub(crate) fn encode(
+        &self,
+        event_type: EventType,
+        event: &(dyn Any + Send),
+        out: &mut Vec<u8>,
+    ) -> Option<Result<(), CodecError>> {
+        let (encode, _) = self.by_type.get(&event_type)?;
+        Some(encode(event, out))
+    }
+
+    /// The decode hook of `event_type`, if it is registered.
+    pub(crate) fn decoder(&self, event_type: EventType) -> Option<DecodeFn> {
+        self.by_type.get(&event_type).map(|(_, d)| *d)
+    }
+}
+
+impl fmt::Debug for Codecs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Codecs")
+            .field("event_types", &self.by_type.len())
+            .finish()
+    }
+}
+
+fn encode_any<E: RemoteEvent>(
+    event: &(dyn Any + Send),
+    out: &mut Vec<u8>,
+) -> Result<(), CodecError> {
+    match event.downcast_ref::<E>() {
+        Some(e) => E::Codec::encode(e, out),
+        None => Err(CodecError::BadBytes {
+            event_type: E::EVENT_TYPE,
+            reason: "the local value is not of the registered type".to_owned(),
+        }),
+    }
+}
+
+fn decode_any<E: RemoteEvent>(bytes: &[u8]) -> Option<Box<dyn Any + Send>> {
+    E::Codec::decode(bytes)
+        .ok()
+        .map(|e| Box::new(e) as Box<dyn Any + Send>)
+}

@@ -1,0 +1,503 @@
+//! The handshake, both sides (`YDB_WIRE.md` §2.2, §1.1–1.4, §3.4), for peers without TLS,
+//! XDC or XXH3.
+//!
+//! Connecting side:
+//! 1. TCP connect to the name service's address of the peer; mark "connecting" (token).
+//! 2. Send the initial packet: our session id, the peer's (empty for a new session), the
+//!    last serial we processed, version 2. Read the peer's.
+//! 3. Resume (the peer's id was known): the reply must name both sessions as we do, else
+//!    `SessionMismatch` (our session ends, a new one starts). Done: no ExBlocks.
+//! 4. New session: send a `THandshakeRequest` in an ExBlock (with our nonce and secret
+//!    proof in its params), read the `THandshakeReply`, check it (cluster ids, modern
+//!    frame, no TLS/XDC/XXH3, the peer's proof), take the peer's session id from it.
+//! 5. Install the connection if our token is still the session's (an incoming handshake
+//!    may have won meanwhile: `Simultaneous`).
+//!
+//! Accepting side (one thread per incoming connection):
+//! 1. Read the initial packet; the claimed node must be in the name service.
+//! 2. Resume: both ids must be the session's, else reply all-zero ids (the peer then
+//!    starts a new session). New session: reply all-zero ids, read and check the request
+//!    (receiver node, host names, cluster ids, protocol, secret proof and nonce freshness);
+//!    a refusal is sent as `ErrorExplaination`, logged and kept in the node's refusals.
+//! 3. Simultaneous connects: if our own outgoing handshake is under way and the peer's node
+//!    id is higher, the lower id's (ours) wins: this connection is closed without a reply
+//!    (a transient failure for the peer). Otherwise ours is abandoned.
+//! 4. A new-session request while we hold an established session with that peer: the peer
+//!    lost it (it restarted), so ours ends (`PeerRestarted`) and a new one starts.
+//! 5. Reply (initial packet for a resume, `THandshakeSuccess` for a new session), then
+//!    install if no other handshake took over meanwhile.
+//!
+//! Races: the token checks in step 5 of both sides (under the session lock) make the last
+//! decision; a connection that loses is dropped, which the peer sees as a broken
+//! connection and retries.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+
+use super::error::HandshakeError;
+use super::node::NodeShared;
+use super::session::{Fallout, Session};
+use super::stats::Refusal;
+use super::wire::{
+    ClusterUuids, ExBlock, HandshakeReply, HandshakeRequest, HandshakeSuccess, InitialPacket,
+    KeyValuePair, HANDSHAKE_PROTOCOL, PROTOCOL_VERSION,
+};
+use crate::actors::ActorId;
+
+const NONCE_KEY: &str = "agentbox.nonce";
+const PROOF_KEY: &str = "agentbox.proof";
+
+/// A connection with a deadline on every read and write.
+struct Conn {
+    stream: TcpStream,
+    deadline: Instant,
+}
+
+impl Conn {
+    fn remaining(&self) -> Result<Duration, HandshakeError> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            Err(HandshakeError::Timeout)
+        } else {
+            Ok(left)
+        }
+    }
+
+    fn send(&mut self, bytes: &[u8]) -> Result<(), HandshakeError> {
+        let left = self.remaining()?;
+        self.stream
+            .set_write_timeout(Some(left))
+            .map_err(|e| HandshakeError::io(&e))?;
+        self.stream
+            .write_all(bytes)
+            .map_err(|e| HandshakeError::io(&e))
+    }
+
+    fn read_exact(&mut self, n: usize) -> Result<Vec<u8>, HandshakeError> {
+        let mut buf = vec![0u8; n];
+        let mut at = 0;
+        while at < n {
+            let left = self.remaining()?;
+            self.stream
+                .set_read_timeout(Some(left))
+                .map_err(|e| HandshakeError::io(&e))?;
+            match self.stream.read(&mut buf[at..]) {
+                Ok(0) => {
+                    return Err(HandshakeError::Io(
+                        std::io::ErrorKind::UnexpectedEof,
+                        "closed during the handshake".into(),
+                    ))
+                }
+                Ok(k) => at += k,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(HandshakeError::io(&e)),
+            }
+        }
+        Ok(buf)
+    }
+
+    fn read_initial(&mut self) -> Result<InitialPacket, HandshakeError> {
+        let bytes = self.read_exact(InitialPacket::LEN)?;
+        Ok(InitialPacket::decode(&bytes)?.0)
+    }
+
+    fn read_exblock(&mut self) -> Result<Vec<u8>, HandshakeError> {
+        let head = self.read_exact(8)?;
+        let size = u32::from_le_bytes([head[4], head[5], head[6], head[7]]) as usize;
+        if size > ExBlock::MAX_SIZE {
+            return Err(HandshakeError::Wire(super::wire::WireError::TooLarge {
+                size,
+                max: ExBlock::MAX_SIZE,
+            }));
+        }
+        let mut bytes = head;
+        bytes.extend(self.read_exact(size)?);
+        Ok(ExBlock::decode(&bytes)?.0.payload)
+    }
+}
+
+fn resolve(address: &str, port: u16) -> Result<SocketAddr, HandshakeError> {
+    (address, port)
+        .to_socket_addrs()
+        .map_err(|e| HandshakeError::io(&e))?
+        .next()
+        .ok_or_else(|| {
+            HandshakeError::Io(
+                std::io::ErrorKind::NotFound,
+                format!("{address} resolves to nothing"),
+            )
+        })
+}
+
+/// The connecting side (see the module docs). On success the connection is installed.
+pub(crate) fn connect(node: &Arc<NodeShared>, s: &Arc<Session>) -> Result<Fallout, HandshakeError> {
+    let entry = node
+        .names
+        .get(s.peer)
+        .ok_or(HandshakeError::UnknownNode(s.peer))?;
+    let timeout = node.cfg.handshake_timeout;
+    let addr = resolve(&entry.address, entry.port)?;
+    let stream = TcpStream::connect_timeout(&addr, timeout).map_err(|e| HandshakeError::io(&e))?;
+    let _ = stream.set_nodelay(true);
+    let (token, self_id, peer_id) = {
+        let mut st = s.state.lock();
+        if node.is_stopping() {
+            return Err(HandshakeError::Stopping);
+        }
+        st.attempts += 1;
+        let token = st.attempts;
+        st.connecting = Some(token);
+        (token, st.self_id, st.peer_id)
+    };
+    let result = connect_on(node, s, stream, timeout, token, self_id, peer_id);
+    if result.is_err() {
+        let mut st = s.state.lock();
+        if st.connecting == Some(token) {
+            st.connecting = None;
+        }
+    }
+    result
+}
+
+fn connect_on(
+    node: &Arc<NodeShared>,
+    s: &Arc<Session>,
+    stream: TcpStream,
+    timeout: Duration,
+    token: u64,
+    self_id: ActorId,
+    peer_id: ActorId,
+) -> Result<Fallout, HandshakeError> {
+    let mut c = Conn {
+        stream,
+        deadline: Instant::now() + timeout,
+    };
+    let next = s.last_processed.load(std::sync::atomic::Ordering::Acquire);
+    let hello = if peer_id.is_empty() {
+        InitialPacket::new_session(self_id)
+    } else {
+        InitialPacket {
+            self_virtual_id: self_id,
+            peer_virtual_id: peer_id,
+            next_packet: next,
+            version: PROTOCOL_VERSION,
+        }
+    };
+    c.send(&hello.encode())?;
+    let reply = c.read_initial()?;
+    if reply.version != PROTOCOL_VERSION {
+        return Err(HandshakeError::Incompatible(format!(
+            "initial packet version {}",
+            reply.version
+        )));
+    }
+    if !peer_id.is_empty() {
+        if reply.self_virtual_id != peer_id || reply.peer_virtual_id != self_id {
+            return Err(HandshakeError::SessionMismatch(self_id));
+        }
+        return finish(node, s, c.stream, token, self_id, None, reply.next_packet);
+    }
+    let nonce = node.random_bytes();
+    let request = node.request(s.peer, self_id, &nonce);
+    c.send(&ExBlock::new(request.encode()).encode())?;
+    let bytes = c.read_exblock()?;
+    let (reply, _) = HandshakeReply::decode(&bytes)?;
+    if let Some(why) = reply.error_explanation {
+        return Err(HandshakeError::Refused(why));
+    }
+    let success = reply
+        .success
+        .ok_or_else(|| HandshakeError::Incompatible("empty reply".into()))?;
+    let peer = node.check_success(s.peer, &success, &nonce)?;
+    finish(node, s, c.stream, token, self_id, Some(peer), 0)
+}
+
+fn finish(
+    node: &Arc<NodeShared>,
+    s: &Arc<Session>,
+    stream: TcpStream,
+    token: u64,
+    self_id: ActorId,
+    new_peer: Option<ActorId>,
+    peer_next: u64,
+) -> Result<Fallout, HandshakeError> {
+    let mut st = s.state.lock();
+    if st.connecting != Some(token) || st.self_id != self_id {
+        return Err(HandshakeError::Simultaneous);
+    }
+    if let Some(peer) = new_peer {
+        st.peer_id = peer;
+    }
+    Ok(s.install(node, &mut st, stream, peer_next))
+}
+
+/// The accepting side of one incoming connection (see the module docs); runs on a thread
+/// of its own.
+pub(crate) fn accept(node: &Arc<NodeShared>, stream: TcpStream) {
+    let peer_addr = stream.peer_addr().ok();
+    let _ = stream.set_nodelay(true);
+    let mut c = Conn {
+        stream,
+        deadline: Instant::now() + node.cfg.handshake_timeout.mul_f32(0.9),
+    };
+    let mut claimed = 0;
+    if let Err(reason) = accept_on(node, &mut c, &mut claimed) {
+        let quiet = matches!(
+            reason,
+            HandshakeError::Simultaneous
+                | HandshakeError::Stopping
+                | HandshakeError::SessionMismatch(_)
+        );
+        if !quiet {
+            tracing::warn!(node = node.node_id, peer = claimed, addr = ?peer_addr, reason = %reason, "interconnect: handshake refused");
+            node.refused(Refusal {
+                peer_addr,
+                claimed_node: claimed,
+                reason,
+            });
+        }
+    }
+}
+
+fn accept_on(
+    node: &Arc<NodeShared>,
+    c: &mut Conn,
+    claimed: &mut u32,
+) -> Result<(), HandshakeError> {
+    let hello = c.read_initial()?;
+    if hello.version != PROTOCOL_VERSION {
+        return Err(HandshakeError::Incompatible(format!(
+            "initial packet version {} (no XDC here)",
+            hello.version
+        )));
+    }
+    let peer_node = hello.self_virtual_id.node_id();
+    *claimed = peer_node;
+    if peer_node == 0 || peer_node == node.node_id {
+        return Err(HandshakeError::UnknownNode(peer_node));
+    }
+    let Some(s) = node.session(peer_node) else {
+        // Answer a new session so that the request can be refused with a reason.
+        if hello.peer_virtual_id.is_empty() {
+            c.send(&InitialPacket::empty_reply().encode())?;
+            let _ = c.read_exblock();
+            refuse(c, &HandshakeError::UnknownNode(peer_node));
+        }
+        return Err(HandshakeError::UnknownNode(peer_node));
+    };
+    if !hello.peer_virtual_id.is_empty() {
+        return accept_resume(node, &s, c, &hello);
+    }
+    c.send(&InitialPacket::empty_reply().encode())?;
+    let bytes = c.read_exblock()?;
+    let (request, _) = HandshakeRequest::decode(&bytes)?;
+    let (peer_session, nonce) = match node.check_request(peer_node, &request) {
+        Ok(v) => v,
+        Err(e) => {
+            refuse(c, &e);
+            return Err(e);
+        }
+    };
+    let (token, self_id, fallout) = {
+        let mut st = s.state.lock();
+        if node.is_stopping() {
+            return Err(HandshakeError::Stopping);
+        }
+        if st.connecting.is_some() && peer_node > node.node_id {
+            return Err(HandshakeError::Simultaneous);
+        }
+        let fallout = if st.established {
+            s.terminate(node, &mut st, super::error::SessionError::PeerRestarted)
+        } else {
+            Fallout::default()
+        };
+        st.attempts += 1;
+        let token = st.attempts;
+        st.accepting = Some(token);
+        st.connecting = None;
+        (token, st.self_id, fallout)
+    };
+    fallout.deliver(node, peer_node);
+    let success = node.success(self_id, &nonce, &request);
+    let reply = HandshakeReply {
+        success: Some(success),
+        ..Default::default()
+    };
+    let sent = c.send(&ExBlock::new(reply.encode()).encode());
+    let mut st = s.state.lock();
+    if st.accepting != Some(token) || st.self_id != self_id {
+        return Err(HandshakeError::Simultaneous);
+    }
+    if let Err(e) = sent {
+        st.accepting = None;
+        return Err(e);
+    }
+    st.peer_id = peer_session;
+    let stream = c.stream.try_clone().map_err(|e| HandshakeError::io(&e))?;
+    let fallout = s.install(node, &mut st, stream, 0);
+    drop(st);
+    fallout.deliver(node, peer_node);
+    Ok(())
+}
+
+fn accept_resume(
+    node: &Arc<NodeShared>,
+    s: &Arc<Session>,
+    c: &mut Conn,
+    hello: &InitialPacket,
+) -> Result<(), HandshakeError> {
+    let peer_node = s.peer;
+    let decision = {
+        let mut st = s.state.lock();
+        if node.is_stopping() {
+            return Err(HandshakeError::Stopping);
+        }
+        let ours = st.established
+            && hello.peer_virtual_id == st.self_id
+            && hello.self_virtual_id == st.peer_id;
+        if !ours {
+            None
+        } else if st.connecting.is_some() && peer_node > node.node_id {
+            return Err(HandshakeError::Simultaneous);
+        } else {
+            st.attempts += 1;
+            let token = st.attempts;
+            st.accepting = Some(token);
+            st.connecting = None;
+            Some((token, st.self_id, st.peer_id))
+        }
+    };
+    let Some((token, self_id, peer_id)) = decision else {
+        c.send(&InitialPacket::empty_reply().encode())?;
+        return Err(HandshakeError::SessionMismatch(hello.peer_virtual_id));
+    };
+    let next = s.last_processed.load(std::sync::atomic::Ordering::Acquire);
+    let reply = InitialPacket {
+        self_virtual_id: self_id,
+        peer_virtual_id: peer_id,
+        next_packet: next,
+        version: PROTOCOL_VERSION,
+    };
+    let sent = c.send(&reply.encode());
+    let mut st = s.state.lock();
+    if st.accepting != Some(token) || st.self_id != self_id {
+        return Err(HandshakeError::Simultaneous);
+    }
+    if let Err(e) = sent {
+        st.accepting = None;
+        return Err(e);
+    }
+    let stream = c.stream.try_clone().map_err(|e| HandshakeError::io(&e))?;
+    let fallout = s.install(node, &mut st, stream, hello.next_packet);
+    drop(st);
+    fallout.deliver(node, peer_node);
+    Ok(())
+}
+
+/// Sends a refusal with its reason (`ErrorExplaination`); best effort.
+fn refuse(c: &mut Conn, reason: &HandshakeError) {
+    let reply = HandshakeReply {
+        error_explanation: Some(reason.to_string()),
+        ..Default::default()
+    };
+    let _ = c.send(&ExBlock::new(reply.encode()).encode());
+}
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// HMAC-SHA256 of `parts` (each length-prefixed, so that no two inputs collide).
+pub(crate) fn proof(secret: &[u8], parts: &[&[u8]]) -> Vec<u8> {
+    let Ok(mut mac) = HmacSha256::new_from_slice(secret) else {
+        return Vec::new();
+    };
+    for p in parts {
+        mac.update(&(p.len() as u64).to_le_bytes());
+        mac.update(p);
+    }
+    mac.finalize().into_bytes().to_vec()
+}
+
+/// Checks a proof in constant time.
+pub(crate) fn verify_proof(secret: &[u8], parts: &[&[u8]], tag: &[u8]) -> bool {
+    let Ok(mut mac) = HmacSha256::new_from_slice(secret) else {
+        return false;
+    };
+    for p in parts {
+        mac.update(&(p.len() as u64).to_le_bytes());
+        mac.update(p);
+    }
+    mac.verify_slice(tag).is_ok()
+}
+
+/// A param's value by key.
+pub(crate) fn param<'a>(params: &'a [KeyValuePair], key: &str) -> Option<&'a [u8]> {
+    params
+        .iter()
+        .find(|p| p.key.as_deref() == Some(key))
+        .and_then(|p| p.value.as_deref())
+}
+
+pub(crate) fn kv(key: &str, value: Vec<u8>) -> KeyValuePair {
+    KeyValuePair {
+        key: Some(key.to_owned()),
+        value: Some(value),
+    }
+}
+
+pub(crate) const NONCE: &str = NONCE_KEY;
+pub(crate) const PROOF: &str = PROOF_KEY;
+
+/// YDB's cluster-id rule (`ValidateClusterUUID`): with an empty accept list anyone is
+/// accepted; otherwise our id must be in the peer's accept list or the peer's id in ours.
+/// A message without `ClusterUUIDs` is checked by `legacy` (a request's `UUID`), or passes
+/// (a reply: `legacy` is `None`).
+pub(crate) fn cluster_accepts(
+    own: Option<&str>,
+    accept: &[String],
+    peer: Option<&ClusterUuids>,
+    legacy: Option<Option<&str>>,
+) -> bool {
+    if accept.is_empty() {
+        return true;
+    }
+    match peer {
+        Some(p) => {
+            let own = own.unwrap_or("");
+            p.accept_uuid.iter().any(|u| u == own)
+                || accept
+                    .iter()
+                    .any(|u| u == p.cluster_uuid.as_deref().unwrap_or(""))
+        }
+        None => match legacy {
+            Some(uuid) => accept.iter().any(|u| u == uuid.unwrap_or("")),
+            None => true,
+        },
+    }
+}
+
+/// The protocol constant, re-exported for the node's request builder.
+pub(crate) const PROTOCOL: u64 = HANDSHAKE_PROTOCOL;
+
+/// Checks that a success is one we can work with (YDB's requester checks).
+pub(crate) fn check_success_flags(success: &HandshakeSuccess) -> Result<(), HandshakeError> {
+    if success.use_modern_frame != Some(true) || success.use_extended_trace_fmt != Some(true) {
+        return Err(HandshakeError::Incompatible(
+            "the peer does not use the modern frame and extended trace format".into(),
+        ));
+    }
+    if success.start_encryption == Some(true) {
+        return Err(HandshakeError::Incompatible("the peer starts TLS".into()));
+    }
+    if success.use_external_data_channel == Some(true) {
+        return Err(HandshakeError::Incompatible("the peer uses XDC".into()));
+    }
+    if success.use_xxhash == Some(true) {
+        return Err(HandshakeError::Incompatible("the peer uses XXH3".into()));
+    }
+    Ok(())
+}

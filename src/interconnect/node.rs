@@ -1,0 +1,749 @@
+//! [`Interconnect`]: one node's end of the interconnect: the listener, a session per peer
+//! node, the remote router installed in the actor system, and a proxy actor per peer
+//! (the local service [`ActorId::interconnect_proxy`]) that takes subscriptions.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use parking_lot::Mutex;
+
+use super::codec::Codecs;
+use super::error::{HandshakeError, InterconnectError};
+use super::events::{Subscribe, Unsubscribe};
+use super::handshake::{self, cluster_accepts, param, proof, verify_proof, NONCE, PROOF};
+use super::names::NameService;
+use super::session::{outbox_meta, OutEvent, Session};
+use super::setup::InterconnectSetup;
+use super::stats::{Refusal, SessionStats};
+use super::wire::{ClusterUuids, HandshakeRequest, HandshakeSuccess};
+use crate::actors::{
+    Actor, ActorContext, ActorId, ActorSystem, DeadLetterReason, EventHandle, Handled, RemoteRouter,
+};
+use crate::environment::StopGuard;
+
+/// How many refusals [`Interconnect::refusals`] keeps.
+const REFUSALS_KEPT: usize = 64;
+/// How many recent request nonces are remembered (a repeated one is refused).
+const NONCES_KEPT: usize = 4096;
+
+/// The session's timers and limits (from [`InterconnectSetup`]).
+#[derive(Debug, Clone)]
+pub(crate) struct Config {
+    pub(crate) ping_period: Duration,
+    pub(crate) dead_peer_timeout: Duration,
+    pub(crate) lost_connection_timeout: Duration,
+    pub(crate) handshake_timeout: Duration,
+    pub(crate) max_event_size: usize,
+    pub(crate) inflight_window: usize,
+    pub(crate) confirm_delay: Duration,
+}
+
+/// What every thread of a node shares.
+pub(crate) struct NodeShared {
+    pub(crate) node_id: u32,
+    pub(crate) system: ActorSystem,
+    pub(crate) names: NameService,
+    pub(crate) codecs: Codecs,
+    pub(crate) cfg: Config,
+    cluster_uuid: Option<String>,
+    accept_uuids: Vec<String>,
+    secret: Option<Vec<u8>>,
+    sessions: BTreeMap<u32, Arc<Session>>,
+    local_addr: SocketAddr,
+    epoch: Instant,
+    pid: u64,
+    start_time: u64,
+    stopping: AtomicBool,
+    refusals: Mutex<VecDeque<Refusal>>,
+    nonces: Mutex<(VecDeque<Vec<u8>>, ahash::AHashSet<Vec<u8>>)>,
+}
+
+impl NodeShared {
+    pub(crate) fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::Acquire)
+    }
+
+    /// Nanoseconds since the node started (ping stamps, silence).
+    pub(crate) fn now_nanos(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
+    pub(crate) fn random_bytes(&self) -> [u8; 32] {
+        let mut b = [0u8; 32];
+        if getrandom::fill(&mut b).is_err() {
+            // No OS randomness: a time-derived value (proofs then rest on the secret alone).
+            let t = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos());
+            b[..16].copy_from_slice(&t.to_le_bytes());
+        }
+        b
+    }
+
+    pub(crate) fn random_u64(&self) -> u64 {
+        let b = self.random_bytes();
+        u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])
+    }
+
+    /// A fresh session virtual id: own node, pool 0, a random local id, hint 0.
+    pub(crate) fn new_session_id(&self) -> ActorId {
+        ActorId::new(self.node_id, self.random_u64().max(1), 0)
+    }
+
+    pub(crate) fn session(&self, peer: u32) -> Option<Arc<Session>> {
+        self.sessions.get(&peer).cloned()
+    }
+
+    pub(crate) fn refused(&self, r: Refusal) {
+        let mut q = self.refusals.lock();
+        if q.len() == REFUSALS_KEPT {
+            q.pop_front();
+        }
+        q.push_back(r);
+    }
+
+    fn own_host(&self) -> String {
+        self.names
+            .get(self.node_id)
+            .map(|a| a.host.clone())
+            .unwrap_or_default()
+    }
+
+    fn cluster(&self) -> Option<ClusterUuids> {
+        if self.cluster_uuid.is_none() && self.accept_uuids.is_empty() {
+            return None;
+        }
+        Some(ClusterUuids {
+            cluster_uuid: self.cluster_uuid.clone(),
+            accept_uuid: self.accept_uuids.clone(),
+        })
+    }
+
+    /// Our `THandshakeRequest` to `peer` for session `self_id` (`YDB_WIRE.md` §3.4).
+    pub(crate) fn request(&self, peer: u32, self_id: ActorId, nonce: &[u8]) -> HandshakeRequest {
+        let sender_actor_id = self_id.to_string();
+        let mut params = Vec::new();
+        if let Some(secret) = &self.secret {
+            let to = peer.to_le_bytes();
+            let tag = proof(
+                secret,
+                &[
+                    b"agentbox-ic-request",
+                    nonce,
+                    sender_actor_id.as_bytes(),
+                    &to,
+                ],
+            );
+            params.push(handshake::kv(NONCE, nonce.to_vec()));
+            params.push(handshake::kv(PROOF, tag));
+        }
+        HandshakeRequest {
+            protocol: handshake::PROTOCOL,
+            program_pid: self.pid,
+            program_start_time: self.start_time,
+            serial: self_id.local_id(),
+            receiver_node_id: peer,
+            sender_actor_id,
+            sender_host_name: Some(self.own_host()),
+            receiver_host_name: Some(
+                self.names
+                    .get(peer)
+                    .map(|a| a.host.clone())
+                    .unwrap_or_default(),
+            ),
+            cluster_uuids: self.cluster(),
+            request_modern_frame: Some(true),
+            request_extended_trace_fmt: Some(true),
+            request_external_data_channel: Some(false),
+            request_xxhash: Some(false),
+            params,
+            ..Default::default()
+        }
+    }
+
+    /// Checks a request from `peer` (accepting side); returns the peer's session id and
+    /// nonce.
+    pub(crate) fn check_request(
+        &self,
+        peer: u32,
+        r: &HandshakeRequest,
+    ) -> Result<(ActorId, Vec<u8>), HandshakeError> {
+        if r.protocol != handshake::PROTOCOL {
+            return Err(HandshakeError::Incompatible(format!(
+                "handshake protocol {}",
+                r.protocol
+            )));
+        }
+        if r.receiver_node_id != self.node_id {
+            return Err(HandshakeError::WrongReceiverNode {
+                wanted: r.receiver_node_id,
+                actual: self.node_id,
+            });
+        }
+        let session: ActorId = r.sender_actor_id.parse().map_err(|_| {
+            HandshakeError::Incompatible(format!("sender id {:?}", r.sender_actor_id))
+        })?;
+        if session.node_id() != peer {
+            return Err(HandshakeError::Incompatible(format!(
+                "sender id {session} is not of node {peer}"
+            )));
+        }
+        let expected = self
+            .names
+            .get(peer)
+            .ok_or(HandshakeError::UnknownNode(peer))?
+            .host
+            .clone();
+        let got = r.sender_host_name.clone().unwrap_or_default();
+        if got != expected {
+            return Err(HandshakeError::HostNameMismatch {
+                field: "SenderHostName",
+                got,
+                expected,
+            });
+        }
+        let own = self.own_host();
+        let got = r.receiver_host_name.clone().unwrap_or_default();
+        if got != own {
+            return Err(HandshakeError::HostNameMismatch {
+                field: "ReceiverHostName",
+                got,
+                expected: own,
+            });
+        }
+        let legacy = Some(r.uuid.as_deref());
+        if !cluster_accepts(
+            self.cluster_uuid.as_deref(),
+            &self.accept_uuids,
+            r.cluster_uuids.as_ref(),
+            legacy,
+        ) {
+            return Err(HandshakeError::ClusterMismatch {
+                peer: peer_cluster(r.cluster_uuids.as_ref(), r.uuid.as_deref()),
+            });
+        }
+        if r.request_modern_frame != Some(true) || r.request_extended_trace_fmt != Some(true) {
+            return Err(HandshakeError::Incompatible("obsolete peer version".into()));
+        }
+        if r.require_encryption == Some(true) {
+            return Err(HandshakeError::Incompatible(
+                "the peer requires TLS, which this node does not offer".into(),
+            ));
+        }
+        if r.do_check_cookie.is_some() {
+            return Err(HandshakeError::Incompatible(
+                "cookie checks are not supported".into(),
+            ));
+        }
+        let nonce = param(&r.params, NONCE)
+            .map(<[u8]>::to_vec)
+            .unwrap_or_default();
+        if let Some(secret) = &self.secret {
+            let tag = param(&r.params, PROOF).ok_or(HandshakeError::BadSecret)?;
+            let to = self.node_id.to_le_bytes();
+            let parts: [&[u8]; 4] = [
+                b"agentbox-ic-request",
+                &nonce,
+                r.sender_actor_id.as_bytes(),
+                &to,
+            ];
+            if nonce.len() != 32 || !verify_proof(secret, &parts, tag) || !self.fresh(&nonce) {
+                return Err(HandshakeError::BadSecret);
+            }
+        }
+        Ok((session, nonce))
+    }
+
+    /// Remembers a request nonce; false if it was seen recently (a replay).
+    fn fresh(&self, nonce: &[u8]) -> bool {
+        let mut g = self.nonces.lock();
+        let (order, seen) = &mut *g;
+        if !seen.insert(nonce.to_vec()) {
+            return false;
+        }
+        order.push_back(nonce.to_vec());
+        if order.len() > NONCES_KEPT {
+            if let Some(old) = order.pop_front() {
+                seen.remove(&old);
+            }
+        }
+        true
+    }
+
+    /// Our `THandshakeSuccess` for session `self_id` (accepting side).
+    pub(crate) fn success(
+        &self,
+        self_id: ActorId,
+        peer_nonce: &[u8],
+        _r: &HandshakeRequest,
+    ) -> HandshakeSuccess {
+        let sender_actor_id = self_id.to_string();
+        let mut params = Vec::new();
+        if let Some(secret) = &self.secret {
+            let nonce = self.random_bytes();
+            let tag = proof(
+                secret,
+                &[
+                    b"agentbox-ic-reply",
+                    peer_nonce,
+                    &nonce,
+                    sender_actor_id.as_bytes(),
+                ],
+            );
+            params.push(handshake::kv(NONCE, nonce.to_vec()));
+            params.push(handshake::kv(PROOF, tag));
+        }
+        HandshakeSuccess {
+            protocol: handshake::PROTOCOL,
+            program_pid: self.pid,
+            program_start_time: self.start_time,
+            serial: self_id.local_id(),
+            sender_actor_id,
+            cluster_uuids: self.cluster(),
+            start_encryption: Some(false),
+            use_modern_frame: Some(true),
+            use_extended_trace_fmt: Some(true),
+            use_external_data_channel: Some(false),
+            use_xxhash: Some(false),
+            params,
+            ..Default::default()
+        }
+    }
+
+    /// Checks a success from `peer` (connecting side); returns the peer's session id.
+    pub(crate) fn check_success(
+        &self,
+        peer: u32,
+        s: &HandshakeSuccess,
+        our_nonce: &[u8],
+    ) -> Result<ActorId, HandshakeError> {
+        handshake::check_success_flags(s)?;
+        if !cluster_accepts(
+            self.cluster_uuid.as_deref(),
+            &self.accept_uuids,
+            s.cluster_uuids.as_ref(),
+            None,
+        ) {
+            return Err(HandshakeError::ClusterMismatch {
+                peer: peer_cluster(s.cluster_uuids.as_ref(), None),
+            });
+        }
+        let session: ActorId = s.sender_actor_id.parse().map_err(|_| {
+            HandshakeError::Incompatible(format!("sender id {:?}", s.sender_actor_id))
+        })?;
+        if session.node_id() != peer {
+            return Err(HandshakeError::Incompatible(format!(
+                "sender id {session} is not of node {peer}"
+            )));
+        }
+        if let Some(secret) = &self.secret {
+            let nonce = param(&s.params, NONCE).ok_or(HandshakeError::BadSecret)?;
+            let tag = param(&s.params, PROOF).ok_or(HandshakeError::BadSecret)?;
+            let parts: [&[u8]; 4] = [
+                b"agentbox-ic-reply",
+                our_nonce,
+                nonce,
+                s.sender_actor_id.as_bytes(),
+            ];
+            if !verify_proof(secret, &parts, tag) {
+                return Err(HandshakeError::BadSecret);
+            }
+        }
+        Ok(session)
+    }
+
+    /// Takes an event for `peer` (the remote router's path): encodes it here, on the
+    /// sender's thread, and queues it.
+    fn send(self: &Arc<Self>, h: EventHandle, peer: u32) -> Result<(), EventHandle> {
+        let Some(s) = self.sessions.get(&peer) else {
+            return Err(h);
+        };
+        if self.is_stopping() {
+            return Err(h);
+        }
+        let mut body = Vec::new();
+        let decode = self.codecs.decoder(h.event_type()).or_else(|| h.decoder());
+        if let Some(bytes) = h.serialized_bytes() {
+            body.extend_from_slice(bytes);
+        } else {
+            let encoded = h
+                .local_any()
+                .and_then(|e| self.codecs.encode(h.event_type(), e, &mut body));
+            match encoded {
+                Some(Ok(())) => {}
+                Some(Err(e)) => {
+                    tracing::warn!(event_type = h.event_type(), error = %e, "interconnect: event not encoded");
+                    self.system
+                        .0
+                        .not_delivered(h, DeadLetterReason::NotSerializable);
+                    return Ok(());
+                }
+                None => {
+                    self.system
+                        .0
+                        .not_delivered(h, DeadLetterReason::NotSerializable);
+                    return Ok(());
+                }
+            }
+        }
+        if body.len() > self.cfg.max_event_size {
+            self.system
+                .0
+                .not_delivered(h, DeadLetterReason::NotSerializable);
+            return Ok(());
+        }
+        let meta = outbox_meta(&h, decode);
+        s.enqueue(self, OutEvent::new(meta, body));
+        Ok(())
+    }
+}
+
+fn peer_cluster(c: Option<&ClusterUuids>, legacy: Option<&str>) -> String {
+    c.and_then(|c| c.cluster_uuid.clone())
+        .or_else(|| legacy.map(str::to_owned))
+        .unwrap_or_default()
+}
+
+/// The hook installed in the actor system: events for other nodes come here.
+struct Router(Weak<NodeShared>);
+
+impl RemoteRouter for Router {
+    fn send(&self, h: EventHandle, node_id: u32) -> Result<(), EventHandle> {
+        match self.0.upgrade() {
+            Some(node) => node.send(h, node_id),
+            None => Err(h),
+        }
+    }
+}
+
+/// The proxy of one peer node: the local service `ICProxy@<node>`, which takes
+/// [`Subscribe`] and [`Unsubscribe`].
+struct Proxy {
+    node: Weak<NodeShared>,
+    peer: u32,
+}
+
+impl Actor for Proxy {
+    fn bootstrap(&mut self, ctx: &mut ActorContext<Self>, _parent: ActorId) {
+        ctx.become_state(Self::serving);
+    }
+}
+
+impl Proxy {
+    fn serving(&mut self, _ctx: &mut ActorContext<Self>, ev: EventHandle) -> Handled {
+        let Some(node) = self.node.upgrade() else {
+            return ev.unhandled();
+        };
+        let Some(s) = node.session(self.peer) else {
+            return ev.unhandled();
+        };
+        if ev.is::<Subscribe>() {
+            s.subscribe(&node, ev.sender(), ev.cookie());
+            Handled::Yes
+        } else if ev.is::<Unsubscribe>() {
+            s.unsubscribe(ev.sender());
+            Handled::Yes
+        } else {
+            ev.unhandled()
+        }
+    }
+}
+
+/// Stops the node when the environment stops.
+struct Guard {
+    node: Weak<NodeShared>,
+    me: Mutex<Option<Arc<dyn StopGuard>>>,
+}
+
+impl StopGuard for Guard {
+    fn stop(&self) {
+        if let Some(node) = self.node.upgrade() {
+            shutdown(&node);
+        }
+        if let Some(me) = self.me.lock().take() {
+            if let Some(node) = self.node.upgrade() {
+                node.system.environment().remove_stop_guard(&me);
+            }
+        }
+    }
+}
+
+fn shutdown(node: &Arc<NodeShared>) {
+    if node.stopping.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    for s in node.sessions.values() {
+        let f = {
+            let mut st = s.state.lock();
+            let f = s.terminate(node, &mut st, super::error::SessionError::Stopping);
+            s.cond.notify_all();
+            f
+        };
+        f.deliver(node, s.peer);
+    }
+    // Wake the listener so that it sees the flag.
+    let _ = TcpStream::connect_timeout(&node.local_addr, Duration::from_millis(200));
+}
+
+/// One node's end of YDB's interconnect: sessions to the other nodes of the name service,
+/// over TCP, framed as YDB frames them. A cheap handle.
+///
+/// Once started, a send from any actor of the system to an [`ActorId`] on another node
+/// goes through the session to that node, created on the first send: the event is encoded
+/// with its [`RemoteEvent`](super::RemoteEvent) codec on the sender's thread, cut into
+/// channel parts, and kept in data packets until the peer confirms them. The rules a user
+/// relies on:
+///
+/// - **Order**: events on one channel ([`EventFlags::with_channel`](crate::actors::EventFlags::with_channel)) arrive in the order
+///   they were sent, across reconnects; channels do not wait for each other.
+/// - **Exactly once within a session**: a broken connection is resumed (the unconfirmed
+///   packets are sent again with their serials, and the receiver skips what it already
+///   processed).
+/// - **Non-delivery**: when a session ends (no connection within the lost-connection
+///   timeout, a refused handshake, a restarted peer, a protocol violation), its queued
+///   events are not delivered, reason `Disconnected`: an event with `TRACK_DELIVERY` gets
+///   [`Undelivered`](crate::actors::Undelivered); one already sent but never confirmed
+///   gets it only if it also asked for `GENERATE_UNSURE_UNDELIVERED` (then `unsure: true`).
+///   On the peer, an unknown recipient gives `Undelivered(ActorUnknown)` back over the
+///   wire, with the cookie.
+/// - **Subscriptions**: [`Subscribe`] to [`ActorId::interconnect_proxy`]`(node)`, or any
+///   event sent with `SUBSCRIBE_ON_SESSION`, gives
+///   [`NodeConnected`](super::NodeConnected) when the session is up and
+///   [`NodeDisconnected`](super::NodeDisconnected) when it ends.
+/// - **Who may join**: nodes of the name service only, with matching host names, cluster
+///   ids and (if set) the shared secret; a refused peer gets nothing delivered.
+/// - An event type without a codec, or an event over the size limit, is not delivered
+///   (reason `NotSerializable`); the session goes on.
+///
+/// The interconnect stops with its environment (or with [`stop`](Self::stop)).
+///
+/// # Examples
+///
+/// ```
+/// use std::net::TcpListener;
+/// use agentbox::actors::*;
+/// use agentbox::interconnect::{Interconnect, InterconnectSetup, NameService, NodeAddress, RemoteEvent, Serde};
+/// use agentbox::{ActorId, Environment};
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Serialize, Deserialize)]
+/// struct Hello(String);
+/// impl Event for Hello { const EVENT_TYPE: u32 = event_space_begin(ES_USERSPACE) + 1; }
+/// impl RemoteEvent for Hello { type Codec = Serde; }
+///
+/// /// Node 2's greeter: prints, then ends everything.
+/// struct Greeter;
+/// impl Actor for Greeter {
+///     fn bootstrap(&mut self, ctx: &mut ActorContext<Self>, _: ActorId) {
+///         ctx.become_state(Self::serving);
+///     }
+/// }
+/// impl Greeter {
+///     fn serving(&mut self, ctx: &mut ActorContext<Self>, ev: EventHandle) -> Handled {
+///         let Some(Hello(text)) = ev.get::<Hello>() else { return ev.unhandled() };
+///         assert_eq!(text, "hello from node 1");
+///         ctx.system().environment().stop();
+///         Handled::Yes
+///     }
+/// }
+///
+/// Environment::launch(|env| {
+///     // Two nodes in one process, on ports the OS picks.
+///     let (l1, l2) = (TcpListener::bind("127.0.0.1:0").unwrap(), TcpListener::bind("127.0.0.1:0").unwrap());
+///     let names = NameService::new()
+///         .node(1, NodeAddress::new("127.0.0.1", l1.local_addr().unwrap().port()))
+///         .node(2, NodeAddress::new("127.0.0.1", l2.local_addr().unwrap().port()));
+///     let mut nodes = Vec::new();
+///     for (id, listener) in [(1, l1), (2, l2)] {
+///         let system = ActorSystem::start(env, SystemSetup::new(id)).unwrap();
+///         let setup = InterconnectSetup::new(names.clone()).listener(listener).event::<Hello>();
+///         Interconnect::start(&system, setup).unwrap();
+///         nodes.push(system);
+///     }
+///     let greeter = ActorId::service(2, b"greeter").unwrap();
+///     let actor = nodes[1].register(Greeter).unwrap();
+///     nodes[1].register_local_service(greeter, actor).unwrap();
+///     nodes[0].send(greeter, Hello("hello from node 1".into()));
+/// }).unwrap();
+/// ```
+#[derive(Clone)]
+pub struct Interconnect {
+    node: Arc<NodeShared>,
+}
+
+impl Interconnect {
+    /// Starts the interconnect of `system`'s node: binds (or takes) the listener, installs
+    /// the remote router, and registers a proxy service per peer node.
+    ///
+    /// # Errors
+    ///
+    /// [`InterconnectError`]: the node is not in the name service, the address cannot be
+    /// bound, the system already has an interconnect, or the environment is stopping.
+    pub fn start(
+        system: &ActorSystem,
+        setup: InterconnectSetup,
+    ) -> Result<Interconnect, InterconnectError> {
+        let node_id = system.node_id();
+        let own = setup
+            .names
+            .get(node_id)
+            .cloned()
+            .ok_or(InterconnectError::NotInNameService(node_id))?;
+        let listener = match setup.listener {
+            Some(l) => l,
+            None => TcpListener::bind((own.address.as_str(), own.port)).map_err(|source| {
+                InterconnectError::Listen {
+                    address: format!("{}:{}", own.address, own.port),
+                    source,
+                }
+            })?,
+        };
+        let local_addr = listener
+            .local_addr()
+            .map_err(|source| InterconnectError::Listen {
+                address: format!("{}:{}", own.address, own.port),
+                source,
+            })?;
+        let start_time = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as u64);
+        let node = Arc::new_cyclic(|_me: &Weak<NodeShared>| {
+            let mut n = NodeShared {
+                node_id,
+                system: system.clone(),
+                names: setup.names.clone(),
+                codecs: setup.codecs.clone(),
+                cfg: Config {
+                    ping_period: setup.ping_period,
+                    dead_peer_timeout: setup.dead_peer_timeout,
+                    lost_connection_timeout: setup.lost_connection_timeout,
+                    handshake_timeout: setup.handshake_timeout,
+                    max_event_size: setup.max_event_size,
+                    inflight_window: setup.inflight_window,
+                    confirm_delay: setup.confirm_delay,
+                },
+                cluster_uuid: setup.cluster_uuid.clone(),
+                accept_uuids: setup.accept_uuids.clone(),
+                secret: setup.secret.clone(),
+                sessions: BTreeMap::new(),
+                local_addr,
+                epoch: Instant::now(),
+                pid: u64::from(std::process::id()),
+                start_time,
+                stopping: AtomicBool::new(false),
+                refusals: Mutex::new(VecDeque::new()),
+                nonces: Mutex::new(Default::default()),
+            };
+            let peers: Vec<u32> = setup.names.node_ids().filter(|&p| p != node_id).collect();
+            for p in peers {
+                let id = n.new_session_id();
+                n.sessions.insert(p, Arc::new(Session::new(p, id)));
+            }
+            n
+        });
+        if system
+            .0
+            .remote
+            .set(Box::new(Router(Arc::downgrade(&node))))
+            .is_err()
+        {
+            return Err(InterconnectError::AlreadyStarted(node_id));
+        }
+        let guard = Arc::new(Guard {
+            node: Arc::downgrade(&node),
+            me: Mutex::new(None),
+        });
+        let as_dyn: Arc<dyn StopGuard> = guard.clone();
+        *guard.me.lock() = Some(as_dyn.clone());
+        if system.environment().setup_stop_guard(as_dyn).is_err() {
+            shutdown(&node);
+            return Err(InterconnectError::Stopping);
+        }
+        for &peer in node.sessions.keys() {
+            let proxy = Proxy {
+                node: Arc::downgrade(&node),
+                peer,
+            };
+            if let Ok(actor) = system.register(proxy) {
+                let _ = system.register_local_service(ActorId::interconnect_proxy(peer), actor);
+            }
+        }
+        let listening = node.clone();
+        std::thread::Builder::new()
+            .name(format!("ic{node_id}-listen"))
+            .spawn(move || listen(&listening, listener))
+            .map_err(|source| InterconnectError::Listen {
+                address: local_addr.to_string(),
+                source,
+            })?;
+        Ok(Interconnect { node })
+    }
+
+    /// This node's id.
+    pub fn node_id(&self) -> u32 {
+        self.node.node_id
+    }
+
+    /// The address the node listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.node.local_addr
+    }
+
+    /// The figures of the session with `peer` (`None` if `peer` is not in the name
+    /// service or is this node).
+    pub fn session_stats(&self, peer: u32) -> Option<SessionStats> {
+        self.node.session(peer).map(|s| s.stats())
+    }
+
+    /// The figures of every session, by peer node.
+    pub fn stats(&self) -> Vec<SessionStats> {
+        self.node.sessions.values().map(|s| s.stats()).collect()
+    }
+
+    /// Whether a connection to `peer` is up now.
+    pub fn is_connected(&self, peer: u32) -> bool {
+        self.session_stats(peer).is_some_and(|s| s.connected)
+    }
+
+    /// The last handshakes this node refused (at most 64), oldest first.
+    pub fn refusals(&self) -> Vec<Refusal> {
+        self.node.refusals.lock().iter().cloned().collect()
+    }
+
+    /// Stops the node's interconnect: sessions end (their queued events are not
+    /// delivered, subscribers get `NodeDisconnected`), connections close, and sends to
+    /// other nodes are not delivered from now on (`Disconnected`). Returns at once.
+    pub fn stop(&self) {
+        shutdown(&self.node);
+    }
+}
+
+impl std::fmt::Debug for Interconnect {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Interconnect")
+            .field("node_id", &self.node.node_id)
+            .field("local_addr", &self.node.local_addr)
+            .field("peers", &self.node.sessions.len())
+            .finish()
+    }
+}
+
+/// The listener: a thread per incoming connection runs its handshake.
+fn listen(node: &Arc<NodeShared>, listener: TcpListener) {
+    for conn in listener.incoming() {
+        if node.is_stopping() {
+            return;
+        }
+        let Ok(stream) = conn else { continue };
+        let n = node.clone();
+        let spawned = std::thread::Builder::new()
+            .name(format!("ic{}-accept", node.node_id))
+            .spawn(move || handshake::accept(&n, stream));
+        if let Err(e) = spawned {
+            tracing::error!(error = %e, "interconnect: cannot start a handshake thread");
+        }
+    }
+}

@@ -1,0 +1,223 @@
+//! The driver of a session: one thread that connects (with backoff), ends the session
+//! when it stays without a connection for too long, and is the writer of the connection
+//! of the moment: unconfirmed packets again first, then ping answers, pings and clock
+//! samples, data packets while the in-flight window allows, and confirms.
+
+use std::io::Write;
+use std::net::TcpStream;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use super::outbox::write_packet;
+use super::{Conn, Fallout, SentPacket, Session};
+use crate::interconnect::error::{HandshakeError, SessionError};
+use crate::interconnect::handshake;
+use crate::interconnect::node::NodeShared;
+use crate::interconnect::wire::Packet;
+
+const MIN_BACKOFF: Duration = Duration::from_millis(10);
+const MAX_BACKOFF: Duration = Duration::from_millis(1000);
+/// A write gathers packets up to about this many bytes.
+const BATCH: usize = 256 << 10;
+
+pub(crate) fn spawn_driver(node: Arc<NodeShared>, s: Arc<Session>) {
+    let name = format!("ic{}->{}", node.node_id, s.peer);
+    let spawned = std::thread::Builder::new()
+        .name(name)
+        .spawn(move || run(&node, &s));
+    if let Err(e) = spawned {
+        tracing::error!(error = %e, "interconnect: cannot start a session thread");
+    }
+}
+
+enum Step {
+    Write(u64, Arc<TcpStream>),
+    Connect,
+    Fallout(Fallout),
+    Stop,
+}
+
+fn run(node: &Arc<NodeShared>, s: &Arc<Session>) {
+    let mut backoff = MIN_BACKOFF;
+    let mut next_attempt = Instant::now();
+    loop {
+        let step = {
+            let mut st = s.state.lock();
+            if node.is_stopping() {
+                Step::Stop
+            } else {
+                match &st.conn {
+                    Conn::Connected { gen, stream } => Step::Write(*gen, stream.clone()),
+                    Conn::None if !st.needs_connection() => {
+                        st.driver_waiting = true;
+                        s.cond.wait_for(&mut st, Duration::from_secs(1));
+                        st.driver_waiting = false;
+                        continue;
+                    }
+                    Conn::None => {
+                        let now = Instant::now();
+                        let since = *st.disconnected_since.get_or_insert(now);
+                        if now.duration_since(since) > node.cfg.lost_connection_timeout {
+                            Step::Fallout(s.terminate(node, &mut st, SessionError::LostConnection))
+                        } else if now < next_attempt || st.accepting.is_some() {
+                            let wait = next_attempt
+                                .saturating_duration_since(now)
+                                .max(Duration::from_millis(1));
+                            st.driver_waiting = true;
+                            s.cond.wait_for(&mut st, wait);
+                            st.driver_waiting = false;
+                            continue;
+                        } else {
+                            Step::Connect
+                        }
+                    }
+                }
+            }
+        };
+        match step {
+            Step::Stop => return,
+            Step::Fallout(f) => f.deliver(node, s.peer),
+            Step::Write(gen, stream) => {
+                backoff = MIN_BACKOFF;
+                write_loop(node, s, gen, &stream);
+            }
+            Step::Connect => match handshake::connect(node, s) {
+                Ok(fallout) => {
+                    backoff = MIN_BACKOFF;
+                    fallout.deliver(node, s.peer);
+                }
+                Err(e) => {
+                    let fallout = {
+                        let mut st = s.state.lock();
+                        if e.is_transient() || matches!(e, HandshakeError::Stopping) {
+                            st.stats.last_error = Some(SessionError::Handshake(e));
+                            None
+                        } else if let HandshakeError::SessionMismatch(_) = e {
+                            // The peer lost our session: ours ends, a new one starts at once.
+                            Some(s.terminate(node, &mut st, SessionError::PeerRestarted))
+                        } else {
+                            tracing::warn!(node = node.node_id, peer = s.peer, error = %e, "interconnect handshake failed");
+                            Some(s.terminate(node, &mut st, SessionError::Handshake(e)))
+                        }
+                    };
+                    match fallout {
+                        Some(f) => {
+                            f.deliver(node, s.peer);
+                            next_attempt = Instant::now();
+                        }
+                        None => {
+                            // Some jitter, so that two nodes do not retry in lockstep.
+                            let jitter = Duration::from_micros(node.random_u64() % 5_000);
+                            next_attempt = Instant::now() + backoff + jitter;
+                            backoff = (backoff * 2).min(MAX_BACKOFF);
+                        }
+                    }
+                }
+            },
+        }
+    }
+}
+
+/// Writes to connection `gen` until it is lost or replaced.
+fn write_loop(node: &Arc<NodeShared>, s: &Arc<Session>, gen: u64, stream: &TcpStream) {
+    let cfg = &node.cfg;
+    let mut batch = Vec::with_capacity(BATCH + Packet::HEADER_LEN + Packet::MAX_PAYLOAD);
+    let mut resend = true;
+    let mut next_ping = Instant::now();
+    let mut w: &TcpStream = stream;
+    let mut written = 0u64;
+    loop {
+        batch.clear();
+        let mut events_out = 0;
+        {
+            let mut st = s.state.lock();
+            st.stats.bytes_out += std::mem::take(&mut written);
+            if st.gen != gen || node.is_stopping() {
+                return;
+            }
+            let confirm = s.last_processed.load(Ordering::Acquire);
+            if resend {
+                resend = false;
+                let mut n = 0;
+                for p in &st.unconfirmed {
+                    write_packet(&mut batch, confirm, p.serial, &p.payload);
+                    n += 1;
+                }
+                st.stats.packets_resent += n;
+            }
+            for stamp in std::mem::take(&mut st.ping_responses) {
+                let p = Packet::ping_response(confirm, stamp);
+                write_packet(&mut batch, confirm, p.serial, &[]);
+            }
+            let now = Instant::now();
+            if now >= next_ping {
+                next_ping = now + cfg.ping_period;
+                let stamp = node.now_nanos() & !Packet::PING_REQUEST_MASK;
+                let ping = Packet::ping_request(confirm, stamp);
+                write_packet(&mut batch, confirm, ping.serial, &[]);
+                let micros = SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .map_or(0, |d| d.as_micros() as u64);
+                let clock = Packet::clock(confirm, micros & !(7 << 61));
+                write_packet(&mut batch, confirm, clock.serial, &[]);
+            }
+            while batch.len() < BATCH && st.unconfirmed_bytes < cfg.inflight_window {
+                let mut payload = Vec::with_capacity(Packet::SENDER_PAYLOAD);
+                let events = st.out.fill(&mut payload, Packet::SENDER_PAYLOAD);
+                if payload.is_empty() {
+                    break;
+                }
+                events_out += events.len() as u64;
+                st.next_serial += 1;
+                let serial = st.next_serial;
+                write_packet(&mut batch, confirm, serial, &payload);
+                st.unconfirmed_bytes += payload.len();
+                st.unconfirmed.push_back(SentPacket {
+                    serial,
+                    payload,
+                    events,
+                });
+            }
+            st.stats.events_out += events_out;
+            let confirm_due = confirm > st.confirm_sent;
+            if batch.is_empty() && confirm_due {
+                let waited = now.duration_since(st.last_confirm_at);
+                if waited >= cfg.confirm_delay {
+                    write_packet(&mut batch, confirm, 0, &[]);
+                }
+            }
+            if batch.is_empty() {
+                let silent = node
+                    .now_nanos()
+                    .saturating_sub(s.last_rx.load(Ordering::Relaxed));
+                if silent > cfg.dead_peer_timeout.as_nanos() as u64 {
+                    let f = s.lose(node, &mut st, gen, SessionError::DeadPeer);
+                    drop(st);
+                    f.deliver(node, s.peer);
+                    return;
+                }
+                let mut wait = next_ping.saturating_duration_since(now);
+                if confirm_due {
+                    wait = wait.min(cfg.confirm_delay);
+                }
+                wait = wait.clamp(Duration::from_millis(1), Duration::from_millis(500));
+                st.driver_waiting = true;
+                s.cond.wait_for(&mut st, wait);
+                st.driver_waiting = false;
+                continue;
+            }
+            st.confirm_sent = confirm;
+            st.last_confirm_at = now;
+        }
+        if let Err(e) = w.write_all(&batch) {
+            let f = {
+                let mut st = s.state.lock();
+                s.lose(node, &mut st, gen, SessionError::io(&e))
+            };
+            f.deliver(node, s.peer);
+            return;
+        }
+        written = batch.len() as u64;
+    }
+}

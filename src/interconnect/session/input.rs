@@ -1,0 +1,249 @@
+//! The reader of a connection: reads packets, checks them, hands the events they complete
+//! to the local system in order, and tells the writer what to confirm and answer.
+//!
+//! Rules (YDB's receiver, `YDB_WIRE.md` §2.4–2.6):
+//! 1. A checksum mismatch drops the connection (the session resumes on a new one).
+//! 2. Every packet's confirm drops the kept packets up to it.
+//! 3. A data packet at or below the last serial processed is a retransmission: skipped.
+//!    The next one must be exactly the last processed + 1; anything else ends the session.
+//! 4. Inline parts add to their channel's event; a descriptor part completes it. An event
+//!    over the size limit, a malformed part or an XDC part ends the session.
+//! 5. Empty packets: bit 63 ping request (answered), bit 62 ping response (the RTT), bit 61
+//!    clock sample, else only a confirm.
+
+use std::io::Read;
+use std::net::TcpStream;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{Input, Session};
+use crate::actors::{EventFlags, EventHandle};
+use crate::interconnect::error::SessionError;
+use crate::interconnect::node::NodeShared;
+use crate::interconnect::wire::{parts, EventDescriptor, Packet, PacketKind, WireError};
+
+const READ_CHUNK: usize = 256 << 10;
+
+pub(crate) fn spawn_reader(node: Arc<NodeShared>, s: Arc<Session>, gen: u64, stream: TcpStream) {
+    let name = format!("ic{}<-{}", node.node_id, s.peer);
+    let spawned = std::thread::Builder::new()
+        .name(name)
+        .spawn(move || run(&node, &s, gen, stream));
+    if let Err(e) = spawned {
+        tracing::error!(error = %e, "interconnect: cannot start a reader thread");
+    }
+}
+
+/// What a batch of packets asks of the session's state.
+#[derive(Default)]
+struct Effects {
+    confirm: u64,
+    ping_requests: Vec<u64>,
+    rtt: Option<Duration>,
+    processed_data: bool,
+    events_in: u64,
+    skipped: u64,
+}
+
+fn run(node: &Arc<NodeShared>, s: &Arc<Session>, gen: u64, mut stream: TcpStream) {
+    let _ = stream.set_read_timeout(None);
+    // Bytes [start, end) of `buf` are read and not yet processed (a packet cut short).
+    let mut buf = vec![0u8; READ_CHUNK * 2];
+    let (mut start, mut end) = (0, 0);
+    let mut first_data = true;
+    let err = loop {
+        if buf.len() - end < READ_CHUNK / 2 {
+            buf.copy_within(start..end, 0);
+            end -= start;
+            start = 0;
+        }
+        let n = match stream.read(&mut buf[end..]) {
+            Ok(0) => {
+                break SessionError::Io(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "closed by the peer".into(),
+                );
+            }
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => break SessionError::io(&e),
+        };
+        end += n;
+        s.last_rx.store(node.now_nanos(), Ordering::Relaxed);
+        let mut fx = Effects::default();
+        let result = {
+            let mut input = s.input.lock();
+            if s.reader_gen.load(Ordering::Acquire) != gen {
+                return;
+            }
+            let epoch = s.epoch.load(Ordering::Acquire);
+            if input.epoch != epoch {
+                input.epoch = epoch;
+                input.last_processed = 0;
+                input.assembly.clear();
+            }
+            let r = process(node, &mut input, &buf[start..end], &mut first_data, &mut fx);
+            s.last_processed
+                .store(input.last_processed, Ordering::Release);
+            r
+        };
+        let (used, error) = match result {
+            Ok(used) => (used, None),
+            Err((used, e)) => (used, Some(e)),
+        };
+        start += used;
+        let fallout = {
+            let mut st = s.state.lock();
+            if st.gen != gen {
+                return;
+            }
+            st.stats.bytes_in += n as u64;
+            st.stats.events_in += fx.events_in;
+            st.stats.packets_skipped += fx.skipped;
+            if let Some(rtt) = fx.rtt {
+                st.stats.rtt = Some(rtt);
+            }
+            st.confirm(fx.confirm);
+            let wake = !fx.ping_requests.is_empty() || fx.processed_data || fx.confirm > 0;
+            st.ping_responses.extend(fx.ping_requests);
+            if let Some(e) = error {
+                Some(s.lose(node, &mut st, gen, e))
+            } else {
+                if wake && st.driver_waiting {
+                    st.driver_waiting = false;
+                    s.cond.notify_one();
+                }
+                None
+            }
+        };
+        if let Some(f) = fallout {
+            f.deliver(node, s.peer);
+            return;
+        }
+    };
+    let f = {
+        let mut st = s.state.lock();
+        s.lose(node, &mut st, gen, err)
+    };
+    f.deliver(node, s.peer);
+}
+
+/// Processes the whole packets at the start of `bytes`; returns how many bytes they took,
+/// or the error that stops the connection (with the bytes taken before it).
+fn process(
+    node: &NodeShared,
+    input: &mut Input,
+    bytes: &[u8],
+    first_data: &mut bool,
+    fx: &mut Effects,
+) -> Result<usize, (usize, SessionError)> {
+    let mut at = 0;
+    while bytes.len() - at >= Packet::HEADER_LEN {
+        let b = &bytes[at..];
+        let confirm = u64::from_le_bytes(b[0..8].try_into().unwrap_or_default());
+        let serial = u64::from_le_bytes(b[8..16].try_into().unwrap_or_default());
+        let checksum = u32::from_le_bytes(b[16..20].try_into().unwrap_or_default());
+        let len = u16::from_le_bytes(b[20..22].try_into().unwrap_or_default()) as usize;
+        let total = Packet::HEADER_LEN + len;
+        if b.len() < total {
+            break;
+        }
+        let payload = &b[Packet::HEADER_LEN..total];
+        let actual = Packet::checksum(confirm, serial, payload);
+        if actual != checksum {
+            let e = WireError::BadChecksum {
+                expected: checksum,
+                actual,
+            };
+            return Err((at, SessionError::Checksum(e)));
+        }
+        fx.confirm = fx.confirm.max(confirm);
+        let kind = if payload.is_empty() {
+            Packet::data(confirm, serial, Vec::new()).kind()
+        } else {
+            PacketKind::Data { serial }
+        };
+        match kind {
+            PacketKind::Data { serial } => {
+                let last = input.last_processed;
+                if serial <= last {
+                    fx.skipped += 1;
+                } else if serial == last + 1 {
+                    if let Err(e) = deliver_parts(node, input, payload, fx) {
+                        return Err((at, e));
+                    }
+                    input.last_processed = serial;
+                    fx.processed_data = true;
+                } else {
+                    let why = if *first_data {
+                        format!("first data packet {serial} after {last} processed")
+                    } else {
+                        format!("data packet {serial} after {last}")
+                    };
+                    return Err((at, SessionError::Protocol(why)));
+                }
+                *first_data = false;
+            }
+            PacketKind::PingRequest { stamp } => fx.ping_requests.push(stamp),
+            PacketKind::PingResponse { stamp } => {
+                let now = node.now_nanos();
+                if stamp <= now {
+                    fx.rtt = Some(Duration::from_nanos(now - stamp));
+                }
+            }
+            PacketKind::Clock { .. } | PacketKind::Confirm => {}
+        }
+        at += total;
+    }
+    Ok(at)
+}
+
+/// The parts of one data packet: events completed are handed to the system in order.
+fn deliver_parts(
+    node: &NodeShared,
+    input: &mut Input,
+    payload: &[u8],
+    fx: &mut Effects,
+) -> Result<(), SessionError> {
+    let max = node.cfg.max_event_size;
+    for part in parts(payload) {
+        let part = part.map_err(|e| SessionError::Protocol(format!("bad part: {e}")))?;
+        if part.is_xdc() {
+            return Err(SessionError::Protocol(
+                "an XDC part, which was not negotiated".into(),
+            ));
+        }
+        if !part.is_descriptor() {
+            let body = input.assembly.entry(part.channel).or_default();
+            let size = body.len() + part.bytes.len();
+            if size > max {
+                return Err(SessionError::OversizedEvent { size, max });
+            }
+            body.extend_from_slice(part.bytes);
+            continue;
+        }
+        let (d, _) = EventDescriptor::decode(part.bytes)
+            .map_err(|e| SessionError::Protocol(format!("bad descriptor: {e}")))?;
+        let body = input.assembly.remove(&part.channel).unwrap_or_default();
+        if d.verify_body(&body).is_err() {
+            return Err(SessionError::Protocol(format!(
+                "event {:#x}: body checksum mismatch",
+                d.event_type
+            )));
+        }
+        let flags = EventFlags::from_bits(d.flags).without(EventFlags::EXTENDED_FORMAT);
+        let h = EventHandle::serialized_with(
+            d.event_type,
+            d.recipient,
+            d.sender,
+            body,
+            node.codecs.decoder(d.event_type),
+        )
+        .with_flags(flags)
+        .with_cookie(d.cookie);
+        fx.events_in += 1;
+        node.system.send_handle(h);
+    }
+    Ok(())
+}

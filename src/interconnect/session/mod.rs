@@ -1,0 +1,415 @@
+//! One session with one peer node: the events waiting to leave, the data packets kept
+//! until confirmed, the connection of the moment, the subscribers. See the module README
+//! for the protocol.
+//!
+//! Locks: `state` (everything of the session but the input side) and `input` (the reader
+//! side: last serial processed, events being assembled). A reader holds `input` while it
+//! processes and delivers a batch, then takes `state` alone; nothing takes `input` while
+//! holding `state`, so the two never nest the other way. Events that fail (a session that
+//! ends) and notices to subscribers are collected under `state` and sent after it is
+//! released ([`Fallout`]), since sending may come back into a session.
+
+mod driver;
+mod input;
+mod outbox;
+
+use std::net::{Shutdown, TcpStream};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use parking_lot::{Condvar, Mutex};
+
+use super::error::SessionError;
+use super::events::{NodeConnected, NodeDisconnected};
+use super::node::NodeShared;
+use super::stats::SessionStats;
+use crate::actors::{ActorId, EventFlags, EventHandle};
+
+pub(crate) use driver::spawn_driver;
+pub(crate) use input::spawn_reader;
+pub(crate) use outbox::{outbox_meta, OutEvent, Outbox, SentPacket};
+
+/// The connection a session has now.
+pub(crate) enum Conn {
+    None,
+    Connected { gen: u64, stream: Arc<TcpStream> },
+}
+
+/// Everything of a session but its input side (see the module docs).
+pub(crate) struct State {
+    /// This side's session virtual id (fresh for every new session).
+    pub(crate) self_id: ActorId,
+    /// The peer's session virtual id; empty until the session's first handshake.
+    pub(crate) peer_id: ActorId,
+    /// Whether the session's first handshake is done (a lost connection is then resumed).
+    pub(crate) established: bool,
+    pub(crate) out: Outbox,
+    /// The last data serial used.
+    pub(crate) next_serial: u64,
+    pub(crate) unconfirmed: std::collections::VecDeque<SentPacket>,
+    pub(crate) unconfirmed_bytes: usize,
+    /// The confirm carried by the last packet sent.
+    pub(crate) confirm_sent: u64,
+    pub(crate) last_confirm_at: Instant,
+    pub(crate) conn: Conn,
+    /// Generation of connections: every installed connection gets the next one.
+    pub(crate) gen: u64,
+    /// Tokens of handshakes in progress.
+    pub(crate) attempts: u64,
+    /// Our outgoing handshake in progress (past the TCP connect).
+    pub(crate) connecting: Option<u64>,
+    /// An incoming handshake in progress.
+    pub(crate) accepting: Option<u64>,
+    /// Since when the session has wanted a connection and had none.
+    pub(crate) disconnected_since: Option<Instant>,
+    pub(crate) driver_started: bool,
+    pub(crate) driver_waiting: bool,
+    /// Subscribers and their cookies; `announced` says whether NodeConnected was sent.
+    pub(crate) subscribers: Vec<Subscriber>,
+    /// Ping requests to answer (their stamps).
+    pub(crate) ping_responses: Vec<u64>,
+    pub(crate) stats: SessionStats,
+}
+
+pub(crate) struct Subscriber {
+    pub(crate) actor: ActorId,
+    pub(crate) cookie: u64,
+    pub(crate) announced: bool,
+}
+
+/// The input side: the last data serial processed and the events being assembled.
+pub(crate) struct Input {
+    /// The session epoch these values belong to (see [`Session::epoch`]).
+    pub(crate) epoch: u64,
+    pub(crate) last_processed: u64,
+    pub(crate) assembly: ahash::AHashMap<u16, Vec<u8>>,
+}
+
+/// One session with one peer node.
+pub(crate) struct Session {
+    pub(crate) peer: u32,
+    pub(crate) state: Mutex<State>,
+    /// The driver (writer) waits here for work.
+    pub(crate) cond: Condvar,
+    pub(crate) input: Mutex<Input>,
+    /// The generation of the connection whose reader may process input.
+    pub(crate) reader_gen: AtomicU64,
+    /// Bumped when a session ends, so that the input side starts over.
+    pub(crate) epoch: AtomicU64,
+    /// A copy of `Input::last_processed` for the writer and the handshakes.
+    pub(crate) last_processed: AtomicU64,
+    /// When the last bytes came from the peer (nanoseconds since the node started).
+    pub(crate) last_rx: AtomicU64,
+}
+
+/// What to send once the state lock is released: events that were not delivered, and
+/// notices to subscribers.
+#[derive(Default)]
+#[must_use = "deliver it after releasing the lock"]
+pub(crate) struct Fallout {
+    failed: Vec<(EventHandle, bool)>,
+    notices: Vec<(ActorId, u64, bool)>,
+}
+
+impl Fallout {
+    pub(crate) fn deliver(self, node: &NodeShared, peer: u32) {
+        let sys = &node.system.0;
+        for (h, unsure) in self.failed {
+            sys.not_delivered_as(h, crate::actors::DeadLetterReason::Disconnected, unsure);
+        }
+        let me = ActorId::interconnect_proxy(peer);
+        for (actor, cookie, connected) in self.notices {
+            let flags = EventFlags::empty();
+            if connected {
+                node.system
+                    .send_with(actor, me, NodeConnected { node_id: peer }, flags, cookie);
+            } else {
+                node.system
+                    .send_with(actor, me, NodeDisconnected { node_id: peer }, flags, cookie);
+            }
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.failed.is_empty() && self.notices.is_empty()
+    }
+}
+
+impl Session {
+    pub(crate) fn new(peer: u32, self_id: ActorId) -> Session {
+        Session {
+            peer,
+            state: Mutex::new(State {
+                self_id,
+                peer_id: ActorId::EMPTY,
+                established: false,
+                out: Outbox::default(),
+                next_serial: 0,
+                unconfirmed: Default::default(),
+                unconfirmed_bytes: 0,
+                confirm_sent: 0,
+                last_confirm_at: Instant::now(),
+                conn: Conn::None,
+                gen: 0,
+                attempts: 0,
+                connecting: None,
+                accepting: None,
+                disconnected_since: None,
+                driver_started: false,
+                driver_waiting: false,
+                subscribers: Vec::new(),
+                ping_responses: Vec::new(),
+                stats: SessionStats {
+                    peer_node: peer,
+                    session_id: self_id,
+                    ..SessionStats::default()
+                },
+            }),
+            cond: Condvar::new(),
+            input: Mutex::new(Input {
+                epoch: 0,
+                last_processed: 0,
+                assembly: Default::default(),
+            }),
+            reader_gen: AtomicU64::new(0),
+            epoch: AtomicU64::new(0),
+            last_processed: AtomicU64::new(0),
+            last_rx: AtomicU64::new(0),
+        }
+    }
+
+    /// Queues an event for the peer (the remote router's path). Its body was encoded by
+    /// the caller, outside the lock.
+    pub(crate) fn enqueue(self: &Arc<Self>, node: &Arc<NodeShared>, ev: OutEvent) {
+        let subscribe = ev.meta.flags.contains(EventFlags::SUBSCRIBE_ON_SESSION);
+        let (sender, cookie) = (ev.meta.sender, ev.meta.cookie);
+        let fallout = {
+            let mut st = self.state.lock();
+            st.out.push(ev);
+            st.stats.queued_events += 1;
+            let fallout = if subscribe && !sender.is_empty() {
+                st.subscribe(sender, cookie, false)
+            } else {
+                Fallout::default()
+            };
+            self.wake(node, &mut st);
+            fallout
+        };
+        if !fallout.is_empty() {
+            fallout.deliver(node, self.peer);
+        }
+    }
+
+    /// Subscribes `actor` (explicitly, or through `SUBSCRIBE_ON_SESSION`).
+    pub(crate) fn subscribe(self: &Arc<Self>, node: &Arc<NodeShared>, actor: ActorId, cookie: u64) {
+        let fallout = {
+            let mut st = self.state.lock();
+            let f = st.subscribe(actor, cookie, true);
+            self.wake(node, &mut st);
+            f
+        };
+        fallout.deliver(node, self.peer);
+    }
+
+    pub(crate) fn unsubscribe(&self, actor: ActorId) {
+        self.state.lock().subscribers.retain(|s| s.actor != actor);
+    }
+
+    /// Starts the driver if it is not running, or wakes it if it waits.
+    pub(crate) fn wake(self: &Arc<Self>, node: &Arc<NodeShared>, st: &mut State) {
+        if !st.driver_started {
+            st.driver_started = true;
+            spawn_driver(node.clone(), self.clone());
+        } else if st.driver_waiting {
+            st.driver_waiting = false;
+            self.cond.notify_one();
+        }
+    }
+
+    pub(crate) fn stats(&self) -> SessionStats {
+        let st = self.state.lock();
+        let mut s = st.stats.clone();
+        s.session_id = st.self_id;
+        s.peer_session_id = st.peer_id;
+        s.connected = matches!(st.conn, Conn::Connected { .. });
+        s.queued_events = st.out.len();
+        s.unconfirmed_packets = st.unconfirmed.len();
+        s
+    }
+
+    /// Installs a connection whose handshake is done: it replaces any other, the peer's
+    /// `peer_next` confirms what it already processed, and a reader starts. The writer
+    /// (the driver) sends the unconfirmed packets again first.
+    pub(crate) fn install(
+        self: &Arc<Self>,
+        node: &Arc<NodeShared>,
+        st: &mut State,
+        stream: TcpStream,
+        peer_next: u64,
+    ) -> Fallout {
+        let reader = match stream.try_clone() {
+            Ok(r) => r,
+            Err(e) => {
+                st.stats.last_error = Some(SessionError::io(&e));
+                return Fallout::default();
+            }
+        };
+        if let Conn::Connected { stream, .. } = &st.conn {
+            let _ = stream.shutdown(Shutdown::Both);
+        }
+        st.gen += 1;
+        let gen = st.gen;
+        st.conn = Conn::Connected {
+            gen,
+            stream: Arc::new(stream),
+        };
+        self.reader_gen.store(gen, Ordering::Release);
+        self.last_rx.store(node.now_nanos(), Ordering::Relaxed);
+        st.confirm(peer_next);
+        if st.established {
+            st.stats.reconnects += 1;
+        }
+        st.established = true;
+        st.connecting = None;
+        st.accepting = None;
+        st.disconnected_since = None;
+        st.confirm_sent = 0;
+        let mut fallout = Fallout::default();
+        for s in &mut st.subscribers {
+            if !s.announced {
+                s.announced = true;
+                fallout.notices.push((s.actor, s.cookie, true));
+            }
+        }
+        spawn_reader(node.clone(), self.clone(), gen, reader);
+        self.wake(node, st);
+        fallout
+    }
+
+    /// The connection `gen` is gone (if it is still the current one): it is closed, and
+    /// the session either waits for a new one or, for `err` that ends it, ends.
+    pub(crate) fn lose(
+        &self,
+        node: &NodeShared,
+        st: &mut State,
+        gen: u64,
+        err: SessionError,
+    ) -> Fallout {
+        if let Conn::Connected { gen: g, stream } = &st.conn {
+            if *g != gen {
+                return Fallout::default();
+            }
+            let _ = stream.shutdown(Shutdown::Both);
+            st.conn = Conn::None;
+            st.disconnected_since = Some(Instant::now());
+        } else {
+            return Fallout::default();
+        }
+        if node.is_stopping() {
+            return Fallout::default();
+        }
+        if err.ends_session() {
+            tracing::warn!(node = node.node_id, peer = self.peer, error = %err, "interconnect session ends");
+            return self.terminate(node, st, err);
+        }
+        tracing::debug!(node = node.node_id, peer = self.peer, error = %err, "interconnect connection lost");
+        st.stats.last_error = Some(err);
+        if st.driver_waiting {
+            st.driver_waiting = false;
+            self.cond.notify_one();
+        }
+        Fallout::default()
+    }
+
+    /// Ends the session: queued events and unconfirmed ones fail, subscribers get
+    /// NodeDisconnected, and the next send starts a new session with a new id.
+    pub(crate) fn terminate(
+        &self,
+        node: &NodeShared,
+        st: &mut State,
+        err: SessionError,
+    ) -> Fallout {
+        let mut fallout = Fallout::default();
+        if let Conn::Connected { stream, .. } = &st.conn {
+            let _ = stream.shutdown(Shutdown::Both);
+        }
+        st.conn = Conn::None;
+        st.gen += 1;
+        self.reader_gen.store(st.gen, Ordering::Release);
+        // Sent but never confirmed: the peer may have processed them.
+        for p in st.unconfirmed.drain(..) {
+            for meta in p.events {
+                fallout.failed.push((meta.into_handle(), true));
+            }
+        }
+        st.unconfirmed_bytes = 0;
+        for ev in st.out.drain() {
+            let unsure = ev.started();
+            fallout.failed.push((ev.into_handle(), unsure));
+        }
+        for s in st.subscribers.drain(..) {
+            fallout.notices.push((s.actor, s.cookie, false));
+        }
+        st.self_id = node.new_session_id();
+        st.peer_id = ActorId::EMPTY;
+        st.established = false;
+        st.next_serial = 0;
+        st.confirm_sent = 0;
+        st.connecting = None;
+        st.accepting = None;
+        st.disconnected_since = None;
+        st.ping_responses.clear();
+        self.epoch.fetch_add(1, Ordering::AcqRel);
+        self.last_processed.store(0, Ordering::Release);
+        st.stats.sessions_ended += 1;
+        st.stats.last_error = Some(err);
+        fallout
+    }
+}
+
+impl State {
+    /// Adds a subscriber; announces NodeConnected at once if the session is up (always for
+    /// an explicit subscription, once for `SUBSCRIBE_ON_SESSION`).
+    fn subscribe(&mut self, actor: ActorId, cookie: u64, explicit: bool) -> Fallout {
+        let up = self.established && matches!(self.conn, Conn::Connected { .. });
+        let mut fallout = Fallout::default();
+        match self.subscribers.iter_mut().find(|s| s.actor == actor) {
+            Some(s) => {
+                s.cookie = cookie;
+                if up && (explicit || !s.announced) {
+                    s.announced = true;
+                    fallout.notices.push((actor, cookie, true));
+                }
+            }
+            None => {
+                self.subscribers.push(Subscriber {
+                    actor,
+                    cookie,
+                    announced: up,
+                });
+                if up {
+                    fallout.notices.push((actor, cookie, true));
+                }
+            }
+        }
+        fallout
+    }
+
+    /// The peer confirmed every data packet up to `serial`: they are dropped.
+    pub(crate) fn confirm(&mut self, serial: u64) {
+        while self.unconfirmed.front().is_some_and(|p| p.serial <= serial) {
+            if let Some(p) = self.unconfirmed.pop_front() {
+                self.unconfirmed_bytes -= p.payload.len();
+            }
+        }
+    }
+
+    /// Whether the session needs a connection now.
+    pub(crate) fn needs_connection(&self) -> bool {
+        self.established
+            || !self.out.is_empty()
+            || !self.unconfirmed.is_empty()
+            || !self.subscribers.is_empty()
+    }
+}

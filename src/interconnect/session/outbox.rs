@@ -1,0 +1,313 @@
+//! The events waiting to leave, per channel, and how they are cut into data packets:
+//! each packet takes parts from the channels in turn, so that a large event on one channel
+//! does not hold back the others; order is kept within a channel.
+
+use std::collections::VecDeque;
+
+use ahash::AHashMap;
+
+use crate::actors::{ActorId, DecodeFn, EventFlags, EventHandle, EventType};
+use crate::interconnect::wire::{EventDescriptor, Packet};
+
+/// What is kept of a sent event until its packet is confirmed: enough to say it was not
+/// delivered (and to forward it, for `FORWARD_ON_NONDELIVERY`).
+pub(crate) struct OutMeta {
+    pub(crate) event_type: EventType,
+    /// The handle's flags as the sender gave them (the wire form drops some).
+    pub(crate) flags: EventFlags,
+    pub(crate) recipient: ActorId,
+    pub(crate) sender: ActorId,
+    pub(crate) cookie: u64,
+    /// With `FORWARD_ON_NONDELIVERY` only: the target and the body.
+    pub(crate) forward: Option<Box<(ActorId, Vec<u8>)>>,
+    pub(crate) decode: Option<DecodeFn>,
+}
+
+impl OutMeta {
+    /// The event rebuilt as a serialized handle, to be reported as not delivered.
+    pub(crate) fn into_handle(self) -> EventHandle {
+        let (target, body) = match self.forward {
+            Some(f) => {
+                let (t, b) = *f;
+                (Some(t), b)
+            }
+            None => (None, Vec::new()),
+        };
+        let h = EventHandle::serialized_with(
+            self.event_type,
+            self.recipient,
+            self.sender,
+            body,
+            self.decode,
+        )
+        .with_flags(self.flags)
+        .with_cookie(self.cookie);
+        match target {
+            Some(t) => h.forward_on_nondelivery(t),
+            None => h,
+        }
+    }
+
+    fn descriptor(&self) -> EventDescriptor {
+        let wire = self
+            .flags
+            .without(EventFlags::FORWARD_ON_NONDELIVERY | EventFlags::SUBSCRIBE_ON_SESSION);
+        EventDescriptor {
+            event_type: self.event_type,
+            flags: wire.bits(),
+            recipient: self.recipient,
+            sender: self.sender,
+            cookie: self.cookie,
+            trace_id: [0; 28],
+            payload_checksum: 0,
+        }
+    }
+}
+
+/// One event waiting to leave (or partly sent).
+pub(crate) struct OutEvent {
+    pub(crate) meta: OutMeta,
+    pub(crate) body: Vec<u8>,
+    /// Bytes of the body already in packets.
+    sent: usize,
+}
+
+impl OutEvent {
+    pub(crate) fn new(meta: OutMeta, body: Vec<u8>) -> OutEvent {
+        OutEvent {
+            meta,
+            body,
+            sent: 0,
+        }
+    }
+
+    /// Whether some of it is already in packets.
+    pub(crate) fn started(&self) -> bool {
+        self.sent > 0
+    }
+
+    pub(crate) fn into_handle(mut self) -> EventHandle {
+        if let Some(f) = self.meta.forward.as_mut() {
+            f.1 = std::mem::take(&mut self.body);
+        }
+        self.meta.into_handle()
+    }
+}
+
+/// What is kept of `h` (whose body is `body`) while it is on its way.
+pub(crate) fn outbox_meta(h: &EventHandle, decode: Option<DecodeFn>) -> OutMeta {
+    let flags = h.flags();
+    let forward = flags
+        .contains(EventFlags::FORWARD_ON_NONDELIVERY)
+        .then(|| Box::new((h.forward_target(), Vec::new())));
+    OutMeta {
+        event_type: h.event_type(),
+        flags,
+        recipient: h.recipient_rewrite(),
+        sender: h.sender(),
+        cookie: h.cookie(),
+        forward,
+        decode,
+    }
+}
+
+/// A data packet sent and kept until the peer confirms it.
+pub(crate) struct SentPacket {
+    pub(crate) serial: u64,
+    pub(crate) payload: Vec<u8>,
+    /// The events whose descriptor is in this packet.
+    pub(crate) events: Vec<OutMeta>,
+}
+
+/// The events waiting to leave, per channel, with the channels that have some in turn.
+#[derive(Default)]
+pub(crate) struct Outbox {
+    queues: AHashMap<u16, VecDeque<OutEvent>>,
+    /// Channels with events, in the order they are served.
+    turn: VecDeque<u16>,
+    len: usize,
+}
+
+impl Outbox {
+    pub(crate) fn push(&mut self, ev: OutEvent) {
+        let channel = ev.meta.flags.channel();
+        let q = self.queues.entry(channel).or_default();
+        if q.is_empty() {
+            self.turn.push_back(channel);
+        }
+        q.push_back(ev);
+        self.len += 1;
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Every waiting event, channel by channel.
+    pub(crate) fn drain(&mut self) -> Vec<OutEvent> {
+        let mut all = Vec::with_capacity(self.len);
+        for ch in self.turn.drain(..) {
+            if let Some(q) = self.queues.get_mut(&ch) {
+                all.extend(q.drain(..));
+            }
+        }
+        self.len = 0;
+        all
+    }
+
+    /// Fills one packet payload of at most `max` bytes with parts of the waiting events;
+    /// returns the events it completes. Empty payload: nothing waits.
+    pub(crate) fn fill(&mut self, payload: &mut Vec<u8>, max: usize) -> Vec<OutMeta> {
+        let mut done = Vec::new();
+        while let Some(&ch) = self.turn.front() {
+            let room = max.saturating_sub(payload.len());
+            let Some(q) = self.queues.get_mut(&ch) else {
+                self.turn.pop_front();
+                continue;
+            };
+            let Some(ev) = q.front_mut() else {
+                self.turn.pop_front();
+                continue;
+            };
+            if ev.sent < ev.body.len() {
+                if room <= 4 {
+                    break;
+                }
+                let n = (room - 4)
+                    .min(ev.body.len() - ev.sent)
+                    .min(u16::MAX as usize);
+                payload.extend_from_slice(&ch.to_le_bytes());
+                payload.extend_from_slice(&(n as u16).to_le_bytes());
+                payload.extend_from_slice(&ev.body[ev.sent..ev.sent + n]);
+                ev.sent += n;
+            } else {
+                if room < 4 + EventDescriptor::LEN {
+                    break;
+                }
+                payload.extend_from_slice(&(ch | 0x8000).to_le_bytes());
+                payload.extend_from_slice(&(EventDescriptor::LEN as u16).to_le_bytes());
+                payload.extend_from_slice(&ev.meta.descriptor().encode());
+                if let Some(mut ev) = q.pop_front() {
+                    self.len -= 1;
+                    // Keep the body for a forward on non-delivery.
+                    if let Some(f) = ev.meta.forward.as_mut() {
+                        f.1 = std::mem::take(&mut ev.body);
+                    }
+                    done.push(ev.meta);
+                }
+                if q.is_empty() {
+                    self.turn.pop_front();
+                    continue;
+                }
+            }
+            // Next part from the next channel with events.
+            self.turn.rotate_left(1);
+        }
+        done
+    }
+}
+
+/// Appends a packet (header with checksum, then the payload) to `out`.
+pub(crate) fn write_packet(out: &mut Vec<u8>, confirm: u64, serial: u64, payload: &[u8]) {
+    let checksum = Packet::checksum(confirm, serial, payload);
+    out.extend_from_slice(&confirm.to_le_bytes());
+    out.extend_from_slice(&serial.to_le_bytes());
+    out.extend_from_slice(&checksum.to_le_bytes());
+    out.extend_from_slice(&(payload.len() as u16).to_le_bytes());
+    out.extend_from_slice(payload);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::interconnect::wire::{parts, EventDescriptor};
+
+    fn ev(channel: u16, cookie: u64, len: usize) -> OutEvent {
+        OutEvent::new(
+            OutMeta {
+                event_type: 0x1000_0001,
+                flags: EventFlags::empty().with_channel(channel),
+                recipient: ActorId::new(2, 1, 0),
+                sender: ActorId::new(1, 1, 0),
+                cookie,
+                forward: None,
+                decode: None,
+            },
+            vec![cookie as u8; len],
+        )
+    }
+
+    /// Reassembles the events of a run of payloads: (channel, cookie, body length).
+    fn events(payloads: &[Vec<u8>]) -> Vec<(u16, u64, usize)> {
+        let mut bodies: AHashMap<u16, Vec<u8>> = AHashMap::new();
+        let mut out = Vec::new();
+        for p in payloads {
+            for part in parts(p) {
+                let part = part.unwrap();
+                if part.is_descriptor() {
+                    let (d, _) = EventDescriptor::decode(part.bytes).unwrap();
+                    let body = bodies.remove(&part.channel).unwrap_or_default();
+                    assert!(body.iter().all(|b| *b == d.cookie as u8));
+                    out.push((part.channel, d.cookie, body.len()));
+                } else {
+                    bodies.entry(part.channel).or_default().extend(part.bytes);
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_large_event_is_cut_into_parts_and_interleaved_with_other_channels() {
+        let mut o = Outbox::default();
+        o.push(ev(1, 1, 100_000));
+        o.push(ev(0, 2, 10));
+        o.push(ev(0, 3, 10));
+        let mut payloads = Vec::new();
+        let mut done = 0;
+        loop {
+            let mut p = Vec::new();
+            done += o.fill(&mut p, Packet::SENDER_PAYLOAD).len();
+            if p.is_empty() {
+                break;
+            }
+            assert!(p.len() <= Packet::SENDER_PAYLOAD);
+            payloads.push(p);
+        }
+        assert_eq!(done, 3);
+        assert!(o.is_empty());
+        let got = events(&payloads);
+        // The small events of channel 0 do not wait for the 100 kB one of channel 1.
+        assert_eq!(got, vec![(0, 2, 10), (0, 3, 10), (1, 1, 100_000)]);
+        assert!(payloads.len() >= 100_000 / Packet::SENDER_PAYLOAD);
+    }
+
+    #[test]
+    fn order_within_a_channel_is_kept_and_empty_bodies_are_a_descriptor_alone() {
+        let mut o = Outbox::default();
+        for i in 0..50 {
+            o.push(ev((i % 3) as u16, i, (i as usize * 37) % 500));
+        }
+        let mut payloads = Vec::new();
+        loop {
+            let mut p = Vec::new();
+            o.fill(&mut p, 1000);
+            if p.is_empty() {
+                break;
+            }
+            payloads.push(p);
+        }
+        let got = events(&payloads);
+        assert_eq!(got.len(), 50);
+        for ch in 0..3u16 {
+            let cookies: Vec<u64> = got.iter().filter(|e| e.0 == ch).map(|e| e.1).collect();
+            let want: Vec<u64> = (0..50).filter(|i| (i % 3) as u16 == ch).collect();
+            assert_eq!(cookies, want);
+        }
+        assert!(got.iter().any(|e| e.2 == 0));
+    }
+}

@@ -1,0 +1,162 @@
+//! [`InterconnectSetup`]: what a node's interconnect is made of.
+
+use std::fmt;
+use std::net::TcpListener;
+use std::time::Duration;
+
+use super::codec::{Codecs, RemoteEvent};
+use super::names::NameService;
+
+/// What a node's [`Interconnect`](super::Interconnect) is made of: the name service, who may
+/// join, the remote event types, and the session's timers and limits (YDB's defaults).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use agentbox::interconnect::{InterconnectSetup, NameService, NodeAddress};
+///
+/// let names = NameService::new()
+///     .node(1, NodeAddress::new("127.0.0.1", 13301))
+///     .node(2, NodeAddress::new("127.0.0.1", 13302));
+/// let setup = InterconnectSetup::new(names)
+///     .cluster_uuid("prod-1")            // who we are
+///     .accept_uuid("prod-1")             // whom we accept (none: anyone)
+///     .secret(b"correct horse battery")  // the shared-secret proof
+///     .dead_peer_timeout(Duration::from_secs(5));
+/// # let _ = setup;
+/// ```
+pub struct InterconnectSetup {
+    pub(crate) names: NameService,
+    pub(crate) listener: Option<TcpListener>,
+    pub(crate) cluster_uuid: Option<String>,
+    pub(crate) accept_uuids: Vec<String>,
+    pub(crate) secret: Option<Vec<u8>>,
+    pub(crate) codecs: Codecs,
+    pub(crate) ping_period: Duration,
+    pub(crate) dead_peer_timeout: Duration,
+    pub(crate) lost_connection_timeout: Duration,
+    pub(crate) handshake_timeout: Duration,
+    pub(crate) max_event_size: usize,
+    pub(crate) inflight_window: usize,
+    pub(crate) confirm_delay: Duration,
+}
+
+impl InterconnectSetup {
+    /// A setup with the cluster's name service; everything else at YDB's defaults, no
+    /// cluster id, no secret, and the system events ([`Undelivered`](crate::actors::Undelivered),
+    /// [`Poison`](crate::actors::Poison), [`Gone`](crate::actors::Gone)) as the only remote
+    /// event types.
+    pub fn new(names: NameService) -> InterconnectSetup {
+        InterconnectSetup {
+            names,
+            listener: None,
+            cluster_uuid: None,
+            accept_uuids: Vec::new(),
+            secret: None,
+            codecs: Codecs::with_system_events(),
+            ping_period: Duration::from_secs(3),
+            dead_peer_timeout: Duration::from_secs(10),
+            lost_connection_timeout: Duration::from_secs(10),
+            handshake_timeout: Duration::from_secs(5),
+            max_event_size: 64 << 20,
+            inflight_window: 40 << 20,
+            confirm_delay: Duration::from_millis(10),
+        }
+    }
+
+    /// Registers the remote event type `E`: events of this type may leave the node and are
+    /// decoded when they arrive. Every node that sends or receives `E` registers it.
+    pub fn event<E: RemoteEvent>(mut self) -> InterconnectSetup {
+        self.codecs.add::<E>();
+        self
+    }
+
+    /// Accepts connections on `listener` instead of binding the name service's address for
+    /// this node (tests bind port 0 first, then build the name service from the ports
+    /// they got).
+    pub fn listener(mut self, listener: TcpListener) -> InterconnectSetup {
+        self.listener = Some(listener);
+        self
+    }
+
+    /// This node's cluster id (`ClusterUUIDs.ClusterUUID`), sent in every handshake.
+    pub fn cluster_uuid(mut self, uuid: impl Into<String>) -> InterconnectSetup {
+        self.cluster_uuid = Some(uuid.into());
+        self
+    }
+
+    /// Adds a cluster id this node accepts (`ClusterUUIDs.AcceptUUID`). With none, any
+    /// peer is accepted; otherwise a peer is accepted if its cluster id is in this list or
+    /// this node's cluster id is in the peer's list (YDB's rule).
+    pub fn accept_uuid(mut self, uuid: impl Into<String>) -> InterconnectSetup {
+        self.accept_uuids.push(uuid.into());
+        self
+    }
+
+    /// A secret every node of the cluster shares: each handshake then carries an
+    /// HMAC-SHA256 proof over both sides' nonces, in the handshake's key/value params
+    /// (which YDB nodes ignore). A peer without the proof, or with a wrong one, is refused;
+    /// so is a reply without it.
+    pub fn secret(mut self, secret: impl AsRef<[u8]>) -> InterconnectSetup {
+        self.secret = Some(secret.as_ref().to_vec());
+        self
+    }
+
+    /// How often a ping and a clock sample go to the peer (default 3 s).
+    pub fn ping_period(mut self, period: Duration) -> InterconnectSetup {
+        self.ping_period = period.max(Duration::from_millis(1));
+        self
+    }
+
+    /// How long a connection may stay silent before it is taken for dead and dropped
+    /// (default 10 s; the session then reconnects and resumes).
+    pub fn dead_peer_timeout(mut self, timeout: Duration) -> InterconnectSetup {
+        self.dead_peer_timeout = timeout.max(Duration::from_millis(1));
+        self
+    }
+
+    /// How long a session may go without a connection before it ends: its queued events
+    /// become not delivered and its subscribers get
+    /// [`NodeDisconnected`](super::NodeDisconnected) (default 10 s).
+    pub fn lost_connection_timeout(mut self, timeout: Duration) -> InterconnectSetup {
+        self.lost_connection_timeout = timeout;
+        self
+    }
+
+    /// How long a handshake may take (default 5 s).
+    pub fn handshake_timeout(mut self, timeout: Duration) -> InterconnectSetup {
+        self.handshake_timeout = timeout.max(Duration::from_millis(1));
+        self
+    }
+
+    /// The largest event body accepted from a peer (default 64 MiB). A larger one ends the
+    /// session ([`SessionError::OversizedEvent`](super::SessionError::OversizedEvent)); a
+    /// larger one sent is not delivered.
+    pub fn max_event_size(mut self, bytes: usize) -> InterconnectSetup {
+        self.max_event_size = bytes;
+        self
+    }
+
+    /// How many bytes of data packets may wait for the peer's confirmation before the
+    /// session stops sending more (default 40 MiB, YDB's `TotalInflightAmountOfData`).
+    pub fn inflight_window(mut self, bytes: usize) -> InterconnectSetup {
+        self.inflight_window = bytes.max(64 << 10);
+        self
+    }
+}
+
+impl fmt::Debug for InterconnectSetup {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("InterconnectSetup")
+            .field("names", &self.names)
+            .field("cluster_uuid", &self.cluster_uuid)
+            .field("accept_uuids", &self.accept_uuids)
+            .field("secret", &self.secret.as_ref().map(|_| "…"))
+            .field("codecs", &self.codecs)
+            .field("ping_period", &self.ping_period)
+            .field("dead_peer_timeout", &self.dead_peer_timeout)
+            .field("lost_connection_timeout", &self.lost_connection_timeout)
+            .finish_non_exhaustive()
+    }
+}

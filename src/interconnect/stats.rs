@@ -1,0 +1,57 @@
+//! [`SessionStats`] and [`Refusal`]: what a node's sessions did.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use super::error::{HandshakeError, SessionError};
+use crate::actors::ActorId;
+
+/// One session's figures ([`Interconnect::session_stats`](super::Interconnect::session_stats)).
+///
+/// Counters add up over the node's life, across the sessions with one peer.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SessionStats {
+    /// The peer node.
+    pub peer_node: u32,
+    /// This side's session id (its virtual id), empty before the first handshake.
+    pub session_id: ActorId,
+    /// The peer's session id, empty before the first handshake.
+    pub peer_session_id: ActorId,
+    /// Whether a connection is up now.
+    pub connected: bool,
+    /// Bytes written to the socket (headers, resends and aux packets included).
+    pub bytes_out: u64,
+    /// Bytes read from the socket.
+    pub bytes_in: u64,
+    /// Events that left in data packets (counted once, when first sent).
+    pub events_out: u64,
+    /// Events received and handed to the local system.
+    pub events_in: u64,
+    /// Data packets sent again after a reconnect.
+    pub packets_resent: u64,
+    /// Data packets received again and skipped (already processed).
+    pub packets_skipped: u64,
+    /// Connections made after the first one of a session (resumes).
+    pub reconnects: u64,
+    /// Sessions that ended (their queued events were not delivered).
+    pub sessions_ended: u64,
+    /// Events waiting to leave now.
+    pub queued_events: usize,
+    /// Data packets sent and not yet confirmed now.
+    pub unconfirmed_packets: usize,
+    /// The last round-trip time measured by a ping.
+    pub rtt: Option<Duration>,
+    /// Why the last connection closed or the last session ended.
+    pub last_error: Option<SessionError>,
+}
+
+/// A handshake this node refused ([`Interconnect::refusals`](super::Interconnect::refusals)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// Where the connection came from.
+    pub peer_addr: Option<SocketAddr>,
+    /// The node id the peer claimed (0 if it did not get that far).
+    pub claimed_node: u32,
+    /// Why it was refused.
+    pub reason: HandshakeError,
+}

@@ -7,6 +7,10 @@
 #[path = "../benches/scenarios.rs"]
 mod scenarios;
 
+#[cfg(feature = "interconnect")]
+#[path = "bench_ic/mod.rs"]
+mod ic;
+
 use std::time::Duration;
 
 /// A ping-pong scenario: runs `rounds` round trips, returns the time they took.
@@ -112,6 +116,34 @@ fn main() {
     if run("ydb_register") {
         let n = 100_000 * scale;
         rate("ydb_register", n, ydb::register(n), "actors/s");
+    }
+    // The interconnect over loopback: 64-byte events (at most 64 Ki unacknowledged,
+    // acknowledged every 8 Ki), 1 MiB events (at most 16 unacknowledged), and the same
+    // framing over a plain socket pair.
+    #[cfg(feature = "interconnect")]
+    interconnect(&run, scale);
+}
+
+/// The interconnect's figures.
+#[cfg(feature = "interconnect")]
+fn interconnect(run: &dyn Fn(&str) -> bool, scale: u64) {
+    if run("ic_small_events") {
+        let n = 400_000 * scale;
+        rate(
+            "ic_small_events",
+            n,
+            ic::stream(n, 64, 65_536, 8_192),
+            "events/s",
+        );
+    }
+    if run("ic_large_events") {
+        let n = 200 * scale;
+        let t = ic::stream(n, 1 << 20, 16, 4);
+        rate("ic_large_events", n * (1 << 20) / 1_000_000, t, "MB/s");
+    }
+    if run("raw_tcp_framed") {
+        let n = 2_000_000 * scale;
+        rate("raw_tcp_framed", n, ic::raw_tcp_framed(n, 64), "events/s");
     }
 }
 

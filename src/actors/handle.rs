@@ -123,6 +123,7 @@ impl EventHandle {
         }
     }
 
+    #[cfg_attr(not(feature = "interconnect"), allow(dead_code))]
     /// A serialized event that [`get`](Self::get) and [`take`](Self::take) decode on first
     /// ask with `decode` (the interconnect's received events).
     pub(crate) fn serialized_with(
@@ -148,6 +149,7 @@ impl EventHandle {
         }
     }
 
+    #[cfg_attr(not(feature = "interconnect"), allow(dead_code))]
     /// The local event as `Any`, if it is a local value and not taken (the interconnect
     /// encodes it by its type).
     pub(crate) fn local_any(&self) -> Option<&(dyn Any + Send)> {
@@ -292,6 +294,7 @@ impl EventHandle {
         }
     }
 
+    #[cfg_attr(not(feature = "interconnect"), allow(dead_code))]
     /// The decode hook of a serialized event (kept when the interconnect sends it on).
     pub(crate) fn decoder(&self) -> Option<DecodeFn> {
         self.payload

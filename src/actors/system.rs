@@ -63,9 +63,11 @@ pub struct SystemStats {
 /// # Routing of a send
 ///
 /// 1. A recipient on another node (node id ≠ 0 and ≠ this node's) goes to the
-///    interconnect: the local service [`ActorId::interconnect_proxy`] of that node, which
-///    the interconnect registers; without one, the event is not delivered with reason
-///    `Disconnected`.
+///    interconnect: the session to that node once an `interconnect::Interconnect` is
+///    started on this system (feature `interconnect`), else the local service
+///    [`ActorId::interconnect_proxy`] of that node if one is registered; without either,
+///    or for a node the interconnect does not know, the event is not delivered with
+///    reason `Disconnected`.
 /// 2. A service id is resolved once through the local services (whole 16 bytes); not
 ///    found: not delivered (`ActorUnknown`).
 /// 3. The pool id and the hint find the slot, the local id must match: the event is queued

@@ -90,8 +90,8 @@ where
     E: serde::Serialize + serde::de::DeserializeOwned,
 {
     fn encode(event: &E, out: &mut Vec<u8>) -> Result<(), CodecError> {
-        let bytes = postcard::to_stdvec(event).map_err(|e| CodecError::Serde(e.to_string()))?;
-        out.extend_from_slice(&bytes);
+        let taken = std::mem::take(out);
+        *out = postcard::to_extend(event, taken).map_err(|e| CodecError::Serde(e.to_string()))?;
         Ok(())
     }
 

@@ -22,7 +22,7 @@ use super::wire::{ClusterUuids, HandshakeRequest, HandshakeSuccess};
 use crate::actors::{
     Actor, ActorContext, ActorId, ActorSystem, DeadLetterReason, EventHandle, Handled, RemoteRouter,
 };
-use crate::environment::StopGuard;
+use crate::environment::{StopGuard, WeakEnv};
 
 /// How many refusals [`Interconnect::refusals`] keeps.
 const REFUSALS_KEPT: usize = 64;
@@ -58,8 +58,11 @@ pub(crate) struct NodeShared {
     start_time: u64,
     stopping: AtomicBool,
     refusals: Mutex<VecDeque<Refusal>>,
-    nonces: Mutex<(VecDeque<Vec<u8>>, ahash::AHashSet<Vec<u8>>)>,
+    nonces: Mutex<RecentNonces>,
 }
+
+/// The request nonces seen lately, in arrival order and as a set.
+type RecentNonces = (VecDeque<Vec<u8>>, ahash::AHashSet<Vec<u8>>);
 
 impl NodeShared {
     pub(crate) fn is_stopping(&self) -> bool {
@@ -455,6 +458,9 @@ impl Proxy {
 /// Stops the node when the environment stops.
 struct Guard {
     node: Weak<NodeShared>,
+    /// The environment, to remove the guard from: held on its own, since the node may be
+    /// gone by then (shutting down lets the node's threads, and their references, go).
+    env: WeakEnv,
     me: Mutex<Option<Arc<dyn StopGuard>>>,
 }
 
@@ -464,8 +470,8 @@ impl StopGuard for Guard {
             shutdown(&node);
         }
         if let Some(me) = self.me.lock().take() {
-            if let Some(node) = self.node.upgrade() {
-                node.system.environment().remove_stop_guard(&me);
+            if let Some(env) = self.env.upgrade() {
+                env.remove_stop_guard(&me);
             }
         }
     }
@@ -654,6 +660,7 @@ impl Interconnect {
         }
         let guard = Arc::new(Guard {
             node: Arc::downgrade(&node),
+            env: system.environment().downgrade(),
             me: Mutex::new(None),
         });
         let as_dyn: Arc<dyn StopGuard> = guard.clone();

@@ -48,19 +48,20 @@ impl OutMeta {
         }
     }
 
-    fn descriptor(&self) -> EventDescriptor {
+    /// Appends the 80-byte descriptor (`EventDescriptor`'s layout): the flags without
+    /// `FORWARD_ON_NONDELIVERY` and `SUBSCRIBE_ON_SESSION`, no trace, body checksum 0 (as
+    /// YDB's sender).
+    fn write_descriptor(&self, out: &mut Vec<u8>) {
         let wire = self
             .flags
             .without(EventFlags::FORWARD_ON_NONDELIVERY | EventFlags::SUBSCRIBE_ON_SESSION);
-        EventDescriptor {
-            event_type: self.event_type,
-            flags: wire.bits(),
-            recipient: self.recipient,
-            sender: self.sender,
-            cookie: self.cookie,
-            trace_id: [0; 28],
-            payload_checksum: 0,
-        }
+        out.extend_from_slice(&self.event_type.to_le_bytes());
+        out.extend_from_slice(&wire.bits().to_le_bytes());
+        out.extend_from_slice(&self.recipient.to_le_bytes());
+        out.extend_from_slice(&self.sender.to_le_bytes());
+        out.extend_from_slice(&self.cookie.to_le_bytes());
+        out.extend_from_slice(&[0; 28]);
+        out.extend_from_slice(&0u32.to_le_bytes());
     }
 }
 
@@ -190,7 +191,7 @@ impl Outbox {
                 }
                 payload.extend_from_slice(&(ch | 0x8000).to_le_bytes());
                 payload.extend_from_slice(&(EventDescriptor::LEN as u16).to_le_bytes());
-                payload.extend_from_slice(&ev.meta.descriptor().encode());
+                ev.meta.write_descriptor(payload);
                 if let Some(mut ev) = q.pop_front() {
                     self.len -= 1;
                     // Keep the body for a forward on non-delivery.
@@ -259,6 +260,22 @@ mod tests {
             }
         }
         out
+    }
+
+    #[test]
+    fn the_descriptor_written_in_place_is_the_wire_codec_s() {
+        let e = ev(5, 9, 0);
+        let mut out = Vec::new();
+        e.meta.write_descriptor(&mut out);
+        let want = EventDescriptor {
+            event_type: 0x1000_0001,
+            flags: EventFlags::empty().with_channel(5).bits(),
+            recipient: ActorId::new(2, 1, 0),
+            sender: ActorId::new(1, 1, 0),
+            cookie: 9,
+            ..Default::default()
+        };
+        assert_eq!(out, want.encode());
     }
 
     #[test]

@@ -85,6 +85,8 @@
 //! - [`actors`]: YDB's actor model on top — [`ActorId`] (bit-compatible with YDB's),
 //!   [`actors::Actor`]s with state functions, an [`actors::ActorSystem`] per node with pools
 //!   (one dispatcher each), local services, YDB's non-delivery rules and dead letters.
+//! - [`interconnect`]: the actor systems of several nodes (processes or machines) as one:
+//!   events to an [`ActorId`] of another node travel over TCP, YDB-framed.
 //!
 //! The rules each part follows (protocols, orders, what happens on errors) are in the
 //! module docs: [`agent`], [`coop`], [`environment`], [`exception`], [`mbox`], [`message`],
@@ -100,10 +102,13 @@
 //!
 //! ## Cargo features
 //!
-//! - `interconnect` (on by default): [`interconnect`], YDB's interconnect between nodes.
-//!   For now its wire codec, [`interconnect::wire`]: every frame of YDB's protocol encoded
-//!   and decoded byte for byte, with no I/O. It adds the `crc32c` and `prost` dependencies;
-//!   build with `default-features = false` to keep the core's small dependency set.
+//! - `interconnect` (on by default): [`interconnect`], YDB's interconnect between nodes:
+//!   an [`interconnect::Interconnect`] per [`actors::ActorSystem`] sends events to actors
+//!   on other nodes over TCP sessions that resume after a broken connection with nothing
+//!   lost or repeated, framed byte for byte as YDB frames them ([`interconnect::wire`]).
+//!   It adds `crc32c`, `prost`, `postcard` (the default event codec), `hmac`, `sha2` and
+//!   `getrandom` (the handshake's shared-secret proof); build with
+//!   `default-features = false` to keep the core's small dependency set.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

@@ -149,6 +149,10 @@ pub(crate) fn connect(node: &Arc<NodeShared>, s: &Arc<Session>) -> Result<Fallou
         if node.is_stopping() {
             return Err(HandshakeError::Stopping);
         }
+        if matches!(st.conn, super::session::Conn::Connected { .. }) {
+            // An incoming handshake won while we were connecting.
+            return Err(HandshakeError::Simultaneous);
+        }
         st.attempts += 1;
         let token = st.attempts;
         st.connecting = Some(token);
@@ -337,8 +341,14 @@ fn accept_on(
         st.accepting = None;
         return Err(e);
     }
+    let stream = match c.stream.try_clone() {
+        Ok(stream) => stream,
+        Err(e) => {
+            st.accepting = None;
+            return Err(HandshakeError::io(&e));
+        }
+    };
     st.peer_id = peer_session;
-    let stream = c.stream.try_clone().map_err(|e| HandshakeError::io(&e))?;
     let fallout = s.install(node, &mut st, stream, 0);
     drop(st);
     fallout.deliver(node, peer_node);
@@ -392,7 +402,13 @@ fn accept_resume(
         st.accepting = None;
         return Err(e);
     }
-    let stream = c.stream.try_clone().map_err(|e| HandshakeError::io(&e))?;
+    let stream = match c.stream.try_clone() {
+        Ok(stream) => stream,
+        Err(e) => {
+            st.accepting = None;
+            return Err(HandshakeError::io(&e));
+        }
+    };
     let fallout = s.install(node, &mut st, stream, hello.next_packet);
     drop(st);
     fallout.deliver(node, peer_node);

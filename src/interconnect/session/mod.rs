@@ -186,8 +186,16 @@ impl Session {
         let (sender, cookie) = (ev.meta.sender, ev.meta.cookie);
         let fallout = {
             let mut st = self.state.lock();
+            if node.is_stopping() {
+                // The session has ended for good (see `shutdown`): nothing would send it.
+                drop(st);
+                let h = ev.into_handle();
+                node.system
+                    .0
+                    .not_delivered(h, crate::actors::DeadLetterReason::Disconnected);
+                return;
+            }
             st.out.push(ev);
-            st.stats.queued_events += 1;
             let fallout = if subscribe && !sender.is_empty() {
                 st.subscribe(sender, cookie, false)
             } else {
@@ -258,6 +266,9 @@ impl Session {
         if let Conn::Connected { stream, .. } = &st.conn {
             let _ = stream.shutdown(Shutdown::Both);
         }
+        // The handshake's deadlines are over: the writer may block up to the dead-peer
+        // timeout, the reader (see `input`) without limit.
+        let _ = stream.set_write_timeout(Some(node.cfg.dead_peer_timeout));
         st.gen += 1;
         let gen = st.gen;
         st.conn = Conn::Connected {

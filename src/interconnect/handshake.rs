@@ -22,8 +22,10 @@
 //! 3. Simultaneous connects: if our own outgoing handshake is under way and the peer's node
 //!    id is higher, the lower id's (ours) wins: this connection is closed without a reply
 //!    (a transient failure for the peer). Otherwise ours is abandoned.
-//! 4. A new-session request while we hold an established session with that peer: the peer
-//!    lost it (it restarted), so ours ends (`PeerRestarted`) and a new one starts.
+//! 4. A new-session request while we hold an established session with that peer: if it
+//!    names the peer session we already know, it is a connect of the peer's that lost a
+//!    simultaneous-connect race (refused quietly); otherwise the peer lost our session (it
+//!    restarted), so ours ends (`PeerRestarted`) and a new one starts.
 //! 5. Reply (initial packet for a resume, `THandshakeSuccess` for a new session), then
 //!    install if no other handshake took over meanwhile.
 //!
@@ -313,6 +315,12 @@ fn accept_on(
             return Err(HandshakeError::Stopping);
         }
         if st.connecting.is_some() && peer_node > node.node_id {
+            return Err(HandshakeError::Simultaneous);
+        }
+        if st.established && peer_session == st.peer_id {
+            // The peer's own session, asked for again: a connect of its that lost a race
+            // with ours (it was under way when the peer accepted our connection), not a
+            // restart. Refused quietly; the session goes on.
             return Err(HandshakeError::Simultaneous);
         }
         let fallout = if st.established {

@@ -126,8 +126,8 @@ fn kill_the_peer_then_send(flags: EventFlags, unsure_ok: bool) {
     child.0.kill().unwrap();
     child.0.wait().unwrap();
     // Once node 1 has seen the connection go, new events should wait in the session's
-    // queue: no connection can take them, so they are not "unsure" (but see the ignored
-    // test below: the old connection's writer still takes them).
+    // queue: no connection can take them, so they are not "unsure" (the test below checks
+    // that with `TRACK_DELIVERY` alone).
     wait_until("node 1 sees the connection closed", || {
         !node.ic.is_connected(2)
     });
@@ -184,10 +184,6 @@ fn a_killed_peer_ends_the_session_with_node_disconnected_and_undelivered_events(
 }
 
 #[test]
-#[ignore = "bug: after a connection is lost, its writer keeps running until a write fails \
-            (Session::lose does not bump the generation write_loop checks), so events \
-            queued meanwhile are written to the dead socket, count as sent and unconfirmed, \
-            and with TRACK_DELIVERY alone get no Undelivered when the session ends"]
 fn events_queued_after_the_connection_is_lost_come_back_undelivered_and_sure() {
     kill_the_peer_then_send(EventFlags::TRACK_DELIVERY, false);
 }

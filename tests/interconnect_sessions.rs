@@ -288,16 +288,11 @@ fn five_nodes_in_one_process_all_reach_each_other() {
 }
 
 #[test]
-#[ignore = "bug: nodes that connect to each other at the same moment end their sessions \
-            (PeerRestarted, though no peer restarted) and lose the events already sent or \
-            queued; see two_nodes_that_connect_to_each_other_at_once_lose_nothing"]
 fn five_nodes_in_one_process_all_reach_each_other_when_they_all_connect_at_once() {
     five_nodes_greet_each_other(false);
 }
 
 #[test]
-#[ignore = "bug: a simultaneous connect ends both sessions with PeerRestarted (no peer \
-            restarted) and loses one direction's events (in about 1 round in 8)"]
 fn two_nodes_that_connect_to_each_other_at_once_lose_nothing() {
     const ROUNDS: usize = 40;
     const EACH: u64 = 5;

@@ -313,6 +313,10 @@ impl Session {
             }
             let _ = stream.shutdown(Shutdown::Both);
             st.conn = Conn::None;
+            // A new generation: the connection's writer and reader stop at their next
+            // look, and what is queued from now on waits for the next connection.
+            st.gen += 1;
+            self.reader_gen.store(st.gen, Ordering::Release);
             st.disconnected_since = Some(Instant::now());
         } else {
             return Fallout::default();

@@ -32,8 +32,7 @@
 //! - A peer that goes silent, or that also stops reading while node 1 has megabytes for it,
 //!   is dropped (the dead-peer timeout, the writer's socket timeout): no hang.
 //! - A peer that restarts (a new session while node 1 is still processing the old one's
-//!   packets) is never confirmed serials it did not send in its new session (ignored: a bug,
-//!   see the test).
+//!   packets) is never confirmed serials it did not send in its new session.
 //!
 //! Nothing asserts speed: outcomes are polled with generous deadlines.
 
@@ -1417,10 +1416,6 @@ fn a_peer_that_stops_reading_is_dropped_after_the_dead_peer_timeout() {
 }
 
 #[test]
-#[ignore = "bug: a reader still processing a batch of the old connection when the session \
-            ends (PeerRestarted) stores the old session's last processed serial into \
-            Session::last_processed after terminate() reset it to 0; the new session's writer \
-            then confirms serials the restarted peer never sent in it (input.rs, run())"]
 fn a_restarted_peer_is_never_confirmed_serials_of_its_old_session() {
     // Session A streams ~2 MiB of small events; while node 1 is still processing them, the
     // peer "restarts": session B (a new session id) is handshaken, which ends A. B sends no

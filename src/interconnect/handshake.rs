@@ -183,7 +183,7 @@ fn connect_on(
         stream,
         deadline: Instant::now() + timeout,
     };
-    let next = s.last_processed.load(std::sync::atomic::Ordering::Acquire);
+    let next = s.confirm();
     let hello = if peer_id.is_empty() {
         InitialPacket::new_session(self_id)
     } else {
@@ -394,7 +394,7 @@ fn accept_resume(
         c.send(&InitialPacket::empty_reply().encode())?;
         return Err(HandshakeError::SessionMismatch(hello.peer_virtual_id));
     };
-    let next = s.last_processed.load(std::sync::atomic::Ordering::Acquire);
+    let next = s.confirm();
     let reply = InitialPacket {
         self_virtual_id: self_id,
         peer_virtual_id: peer_id,

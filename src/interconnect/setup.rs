@@ -131,8 +131,9 @@ impl InterconnectSetup {
     }
 
     /// The largest event body accepted from a peer (default 64 MiB). A larger one ends the
-    /// session ([`SessionError::OversizedEvent`](super::SessionError::OversizedEvent)); a
-    /// larger one sent is not delivered.
+    /// session ([`SessionError::OversizedEvent`](super::SessionError::OversizedEvent)), and
+    /// so do partial events of all channels together over four times this; a larger one
+    /// sent is not delivered.
     pub fn max_event_size(mut self, bytes: usize) -> InterconnectSetup {
         self.max_event_size = bytes;
         self

@@ -41,7 +41,8 @@ pub struct SessionStats {
     pub unconfirmed_packets: usize,
     /// The last round-trip time measured by a ping.
     pub rtt: Option<Duration>,
-    /// Why the last connection closed or the last session ended.
+    /// The last error of the session: why a connection closed, a reconnect attempt
+    /// failed, or a session ended.
     pub last_error: Option<SessionError>,
 }
 

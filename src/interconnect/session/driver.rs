@@ -136,7 +136,7 @@ fn write_loop(node: &Arc<NodeShared>, s: &Arc<Session>, gen: u64, stream: &TcpSt
             if st.gen != gen || node.is_stopping() {
                 return;
             }
-            let confirm = s.last_processed.load(Ordering::Acquire);
+            let confirm = s.confirm();
             if resend {
                 resend = false;
                 let mut n = 0;

@@ -82,10 +82,10 @@ fn run(node: &Arc<NodeShared>, s: &Arc<Session>, gen: u64, mut stream: TcpStream
                 input.epoch = epoch;
                 input.last_processed = 0;
                 input.assembly.clear();
+                input.assembly_bytes = 0;
             }
             let r = process(node, &mut input, &buf[start..end], &mut first_data, &mut fx);
-            s.last_processed
-                .store(input.last_processed, Ordering::Release);
+            s.publish_processed(input.epoch, input.last_processed);
             r
         };
         let (used, error) = match result {
@@ -220,12 +220,22 @@ fn deliver_parts(
             if size > max {
                 return Err(SessionError::OversizedEvent { size, max });
             }
+            // All channels together hold at most four events' worth of partial bodies.
+            let total = input.assembly_bytes + part.bytes.len();
+            if total > max.saturating_mul(4) {
+                return Err(SessionError::OversizedEvent {
+                    size: total,
+                    max: max.saturating_mul(4),
+                });
+            }
             body.extend_from_slice(part.bytes);
+            input.assembly_bytes = total;
             continue;
         }
         let (d, _) = EventDescriptor::decode(part.bytes)
             .map_err(|e| SessionError::Protocol(format!("bad descriptor: {e}")))?;
         let body = input.assembly.remove(&part.channel).unwrap_or_default();
+        input.assembly_bytes -= body.len();
         if d.verify_body(&body).is_err() {
             return Err(SessionError::Protocol(format!(
                 "event {:#x}: body checksum mismatch",

@@ -84,6 +84,8 @@ pub(crate) struct Input {
     pub(crate) epoch: u64,
     pub(crate) last_processed: u64,
     pub(crate) assembly: ahash::AHashMap<u16, Vec<u8>>,
+    /// The bytes of all the partial events in `assembly`.
+    pub(crate) assembly_bytes: usize,
 }
 
 /// One session with one peer node.
@@ -97,8 +99,9 @@ pub(crate) struct Session {
     pub(crate) reader_gen: AtomicU64,
     /// Bumped when a session ends, so that the input side starts over.
     pub(crate) epoch: AtomicU64,
-    /// A copy of `Input::last_processed` for the writer and the handshakes.
-    pub(crate) last_processed: AtomicU64,
+    /// A copy of `Input::last_processed` for the writer and the handshakes, with the
+    /// epoch it belongs to (read it with [`confirm`](Self::confirm)).
+    processed: Mutex<(u64, u64)>,
     /// When the last bytes came from the peer (nanoseconds since the node started).
     pub(crate) last_rx: AtomicU64,
 }
@@ -171,12 +174,30 @@ impl Session {
                 epoch: 0,
                 last_processed: 0,
                 assembly: Default::default(),
+                assembly_bytes: 0,
             }),
             reader_gen: AtomicU64::new(0),
             epoch: AtomicU64::new(0),
-            last_processed: AtomicU64::new(0),
+            processed: Mutex::new((0, 0)),
             last_rx: AtomicU64::new(0),
         }
+    }
+
+    /// The last data serial processed in the current session (the confirm to send, and a
+    /// resume's `NextPacket`). A value published for an ended session reads as 0: a reader
+    /// still finishing the old session's batch may publish after the session ended.
+    pub(crate) fn confirm(&self) -> u64 {
+        let (epoch, last) = *self.processed.lock();
+        if epoch == self.epoch.load(Ordering::Acquire) {
+            last
+        } else {
+            0
+        }
+    }
+
+    /// Publishes the input side's last serial processed, for session `epoch`.
+    pub(crate) fn publish_processed(&self, epoch: u64, last: u64) {
+        *self.processed.lock() = (epoch, last);
     }
 
     /// Queues an event for the peer (the remote router's path). Its body was encoded by
@@ -376,7 +397,6 @@ impl Session {
         st.disconnected_since = None;
         st.ping_responses.clear();
         self.epoch.fetch_add(1, Ordering::AcqRel);
-        self.last_processed.store(0, Ordering::Release);
         st.stats.sessions_ended += 1;
         st.stats.last_error = Some(err);
         fallout

@@ -87,6 +87,11 @@ fn main() {
         assert_eq!(sum, 499_999_500_000, "skynet sum");
         println!("RESULT name=skynet_1m value={:.3} unit=s", t.as_secs_f64());
     }
+    if run("queued_bytes_per_msg") {
+        // Resident-set growth per queued 8-byte message, 1 M queued (not scaled).
+        let bytes = scenarios::queued_bytes_per_msg(1_000_000);
+        println!("RESULT name=queued_bytes_per_msg value={bytes:.1} unit=B");
+    }
     if run("timer_schedule_cancel") {
         let n = 1_000_000 * scale;
         rate(

@@ -210,10 +210,14 @@ impl SystemInner {
 
     /// [`not_delivered`](Self::not_delivered) of an event that may have been delivered
     /// after all (sent to a peer node that never confirmed it): with `unsure`, only an
-    /// event that also asked for `GENERATE_UNSURE_UNDELIVERED` gets an `Undelivered`, which
-    /// then says `unsure: true`.
+    /// event that also asked for `GENERATE_UNSURE_UNDELIVERED` is forwarded or gets an
+    /// `Undelivered` (which then says `unsure: true`); any other is a dead letter only.
     pub(crate) fn not_delivered_as(&self, h: EventHandle, reason: DeadLetterReason, unsure: bool) {
         let flags = h.flags();
+        if unsure && !flags.contains(EventFlags::GENERATE_UNSURE_UNDELIVERED) {
+            // It may have been delivered: no forward, no notice (YDB's rule).
+            return self.dead_letter(&h, reason);
+        }
         if flags.contains(EventFlags::FORWARD_ON_NONDELIVERY) {
             DeliveryCounters::bump(&self.counters.forwarded);
             return self.send(h.into_forwarded());

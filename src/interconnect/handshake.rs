@@ -47,12 +47,14 @@ use super::session::{Fallout, Session};
 use super::stats::Refusal;
 use super::wire::{
     ClusterUuids, ExBlock, HandshakeReply, HandshakeRequest, HandshakeSuccess, InitialPacket,
-    KeyValuePair, HANDSHAKE_PROTOCOL, PROTOCOL_VERSION,
+    KeyValuePair, PROTOCOL_VERSION,
 };
 use crate::actors::ActorId;
 
-const NONCE_KEY: &str = "agentbox.nonce";
-const PROOF_KEY: &str = "agentbox.proof";
+/// The handshake param that carries a side's nonce.
+pub(crate) const NONCE: &str = "agentbox.nonce";
+/// The handshake param that carries a side's HMAC proof.
+pub(crate) const PROOF: &str = "agentbox.proof";
 
 /// A connection with a deadline on every read and write.
 struct Conn {
@@ -137,37 +139,52 @@ fn resolve(address: &str, port: u16) -> Result<SocketAddr, HandshakeError> {
 }
 
 /// The connecting side (see the module docs). On success the connection is installed.
-pub(crate) fn connect(node: &Arc<NodeShared>, s: &Arc<Session>) -> Result<Fallout, HandshakeError> {
+/// Why an outgoing handshake failed, and whether the session still is the one it was for
+/// (a stale attempt's failure must not end a session that replaced it).
+pub(crate) struct ConnectFailed {
+    pub(crate) error: HandshakeError,
+    pub(crate) stale: bool,
+}
+
+pub(crate) fn connect(node: &Arc<NodeShared>, s: &Arc<Session>) -> Result<Fallout, ConnectFailed> {
+    let fresh = |error| ConnectFailed {
+        error,
+        stale: false,
+    };
     let entry = node
         .names
         .get(s.peer)
-        .ok_or(HandshakeError::UnknownNode(s.peer))?;
+        .ok_or(HandshakeError::UnknownNode(s.peer))
+        .map_err(fresh)?;
     let timeout = node.cfg.handshake_timeout;
-    let addr = resolve(&entry.address, entry.port)?;
-    let stream = TcpStream::connect_timeout(&addr, timeout).map_err(|e| HandshakeError::io(&e))?;
+    let addr = resolve(&entry.address, entry.port).map_err(fresh)?;
+    let stream =
+        TcpStream::connect_timeout(&addr, timeout).map_err(|e| fresh(HandshakeError::io(&e)))?;
     let _ = stream.set_nodelay(true);
     let (token, self_id, peer_id) = {
         let mut st = s.state.lock();
         if node.is_stopping() {
-            return Err(HandshakeError::Stopping);
+            return Err(fresh(HandshakeError::Stopping));
         }
-        if matches!(st.conn, super::session::Conn::Connected { .. }) {
-            // An incoming handshake won while we were connecting.
-            return Err(HandshakeError::Simultaneous);
+        if matches!(st.conn, super::session::Conn::Connected { .. }) || st.accepting.is_some() {
+            // An incoming handshake won, or is under way: give way to it.
+            return Err(fresh(HandshakeError::Simultaneous));
         }
         st.attempts += 1;
         let token = st.attempts;
         st.connecting = Some(token);
         (token, st.self_id, st.peer_id)
     };
-    let result = connect_on(node, s, stream, timeout, token, self_id, peer_id);
-    if result.is_err() {
+    connect_on(node, s, stream, timeout, token, self_id, peer_id).map_err(|error| {
         let mut st = s.state.lock();
+        let stale = st.connecting != Some(token)
+            || st.self_id != self_id
+            || matches!(st.conn, super::session::Conn::Connected { .. });
         if st.connecting == Some(token) {
             st.connecting = None;
         }
-    }
-    result
+        ConnectFailed { error, stale }
+    })
 }
 
 fn connect_on(
@@ -335,7 +352,7 @@ fn accept_on(
         (token, st.self_id, fallout)
     };
     fallout.deliver(node, peer_node);
-    let success = node.success(self_id, &nonce, &request);
+    let success = node.success(self_id, &nonce);
     let reply = HandshakeReply {
         success: Some(success),
         ..Default::default()
@@ -473,9 +490,6 @@ pub(crate) fn kv(key: &str, value: Vec<u8>) -> KeyValuePair {
     }
 }
 
-pub(crate) const NONCE: &str = NONCE_KEY;
-pub(crate) const PROOF: &str = PROOF_KEY;
-
 /// YDB's cluster-id rule (`ValidateClusterUUID`): with an empty accept list anyone is
 /// accepted; otherwise our id must be in the peer's accept list or the peer's id in ours.
 /// A message without `ClusterUUIDs` is checked by `legacy` (a request's `UUID`), or passes
@@ -503,9 +517,6 @@ pub(crate) fn cluster_accepts(
         },
     }
 }
-
-/// The protocol constant, re-exported for the node's request builder.
-pub(crate) const PROTOCOL: u64 = HANDSHAKE_PROTOCOL;
 
 /// Checks that a success is one we can work with (YDB's requester checks).
 pub(crate) fn check_success_flags(success: &HandshakeSuccess) -> Result<(), HandshakeError> {

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -18,7 +18,7 @@ use super::names::NameService;
 use super::session::{outbox_meta, OutEvent, Session};
 use super::setup::InterconnectSetup;
 use super::stats::{Refusal, SessionStats};
-use super::wire::{ClusterUuids, HandshakeRequest, HandshakeSuccess};
+use super::wire::{ClusterUuids, HandshakeRequest, HandshakeSuccess, HANDSHAKE_PROTOCOL};
 use crate::actors::{
     Actor, ActorContext, ActorId, ActorSystem, DeadLetterReason, EventHandle, Handled, RemoteRouter,
 };
@@ -28,6 +28,8 @@ use crate::environment::{StopGuard, WeakEnv};
 const REFUSALS_KEPT: usize = 64;
 /// How many recent request nonces are remembered (a repeated one is refused).
 const NONCES_KEPT: usize = 4096;
+/// How many incoming handshakes may run at once; more connections are closed at once.
+const MAX_HANDSHAKES: usize = 64;
 
 /// The session's timers and limits (from [`InterconnectSetup`]).
 #[derive(Debug, Clone)]
@@ -57,6 +59,8 @@ pub(crate) struct NodeShared {
     pid: u64,
     start_time: u64,
     stopping: AtomicBool,
+    next_session: AtomicU64,
+    handshakes: AtomicUsize,
     refusals: Mutex<VecDeque<Refusal>>,
     nonces: Mutex<RecentNonces>,
 }
@@ -91,9 +95,16 @@ impl NodeShared {
         u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])
     }
 
-    /// A fresh session virtual id: own node, pool 0, a random local id, hint 0.
+    /// A fresh session virtual id: own node, pool 0, the next local id, hint 0. Local ids
+    /// increase within a process (YDB's peer refuses a handshake `Serial` lower than the
+    /// last one it saw from the same process); they start at the start time's seconds
+    /// `<< 32` plus 31 random bits, so that a restarted node's ids differ from its last.
     pub(crate) fn new_session_id(&self) -> ActorId {
-        ActorId::new(self.node_id, self.random_u64().max(1), 0)
+        ActorId::new(
+            self.node_id,
+            self.next_session.fetch_add(1, Ordering::Relaxed),
+            0,
+        )
     }
 
     pub(crate) fn session(&self, peer: u32) -> Option<Arc<Session>> {
@@ -144,7 +155,7 @@ impl NodeShared {
             params.push(handshake::kv(PROOF, tag));
         }
         HandshakeRequest {
-            protocol: handshake::PROTOCOL,
+            protocol: HANDSHAKE_PROTOCOL,
             program_pid: self.pid,
             program_start_time: self.start_time,
             serial: self_id.local_id(),
@@ -174,7 +185,7 @@ impl NodeShared {
         peer: u32,
         r: &HandshakeRequest,
     ) -> Result<(ActorId, Vec<u8>), HandshakeError> {
-        if r.protocol != handshake::PROTOCOL {
+        if r.protocol != HANDSHAKE_PROTOCOL {
             return Err(HandshakeError::Incompatible(format!(
                 "handshake protocol {}",
                 r.protocol
@@ -277,12 +288,7 @@ impl NodeShared {
     }
 
     /// Our `THandshakeSuccess` for session `self_id` (accepting side).
-    pub(crate) fn success(
-        &self,
-        self_id: ActorId,
-        peer_nonce: &[u8],
-        _r: &HandshakeRequest,
-    ) -> HandshakeSuccess {
+    pub(crate) fn success(&self, self_id: ActorId, peer_nonce: &[u8]) -> HandshakeSuccess {
         let sender_actor_id = self_id.to_string();
         let mut params = Vec::new();
         if let Some(secret) = &self.secret {
@@ -300,7 +306,7 @@ impl NodeShared {
             params.push(handshake::kv(PROOF, tag));
         }
         HandshakeSuccess {
-            protocol: handshake::PROTOCOL,
+            protocol: HANDSHAKE_PROTOCOL,
             program_pid: self.pid,
             program_start_time: self.start_time,
             serial: self_id.local_id(),
@@ -512,7 +518,8 @@ fn shutdown(node: &Arc<NodeShared>) {
 ///   timeout, a refused handshake, a restarted peer, a protocol violation), its queued
 ///   events are not delivered, reason `Disconnected`: an event with `TRACK_DELIVERY` gets
 ///   [`Undelivered`](crate::actors::Undelivered); one already sent but never confirmed
-///   gets it only if it also asked for `GENERATE_UNSURE_UNDELIVERED` (then `unsure: true`).
+///   (the peer may have processed it) is forwarded or gets it only if it also asked for
+///   `GENERATE_UNSURE_UNDELIVERED` (then `unsure: true`).
 ///   On the peer, an unknown recipient gives `Undelivered(ActorUnknown)` back over the
 ///   wire, with the cookie.
 /// - **Subscriptions**: [`Subscribe`] to [`ActorId::interconnect_proxy`]`(node)`, or any
@@ -523,6 +530,9 @@ fn shutdown(node: &Arc<NodeShared>) {
 ///   ids and (if set) the shared secret; a refused peer gets nothing delivered.
 /// - An event type without a codec, or an event over the size limit, is not delivered
 ///   (reason `NotSerializable`); the session goes on.
+/// - Bodies in YDB's extended `TEventPB` format (descriptor flag `0x20`) reach the handler
+///   as the raw bytes ([`EventHandle::serialized_bytes`](crate::actors::EventHandle::serialized_bytes));
+///   the [`Protobuf`](super::Protobuf) codec reads plain protobuf bodies only.
 ///
 /// The interconnect stops with its environment (or with [`stop`](Self::stop)).
 ///
@@ -640,9 +650,13 @@ impl Interconnect {
                 pid: u64::from(std::process::id()),
                 start_time,
                 stopping: AtomicBool::new(false),
+                next_session: AtomicU64::new(0),
+                handshakes: AtomicUsize::new(0),
                 refusals: Mutex::new(VecDeque::new()),
                 nonces: Mutex::new(Default::default()),
             };
+            let first = ((start_time / 1_000_000) << 32) | (n.random_u64() & 0x7FFF_FFFF);
+            n.next_session = AtomicU64::new(first.max(1));
             let peers: Vec<u32> = setup.names.node_ids().filter(|&p| p != node_id).collect();
             for p in peers {
                 let id = n.new_session_id();
@@ -744,12 +758,30 @@ fn listen(node: &Arc<NodeShared>, listener: TcpListener) {
         if node.is_stopping() {
             return;
         }
-        let Ok(stream) = conn else { continue };
+        let stream = match conn {
+            Ok(stream) => stream,
+            Err(e) => {
+                // Out of descriptors, say: do not spin; the backlog waits.
+                tracing::warn!(node = node.node_id, error = %e, "interconnect: accept failed");
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
+            }
+        };
+        // Handshakes run before anything is known of the peer: at most so many at once.
+        if node.handshakes.fetch_add(1, Ordering::AcqRel) >= MAX_HANDSHAKES {
+            node.handshakes.fetch_sub(1, Ordering::AcqRel);
+            drop(stream);
+            continue;
+        }
         let n = node.clone();
         let spawned = std::thread::Builder::new()
             .name(format!("ic{}-accept", node.node_id))
-            .spawn(move || handshake::accept(&n, stream));
+            .spawn(move || {
+                handshake::accept(&n, stream);
+                n.handshakes.fetch_sub(1, Ordering::AcqRel);
+            });
         if let Err(e) = spawned {
+            node.handshakes.fetch_sub(1, Ordering::AcqRel);
             tracing::error!(error = %e, "interconnect: cannot start a handshake thread");
         }
     }

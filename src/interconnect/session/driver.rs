@@ -63,7 +63,7 @@ fn run(node: &Arc<NodeShared>, s: &Arc<Session>) {
                         } else if now < next_attempt || st.accepting.is_some() {
                             let wait = next_attempt
                                 .saturating_duration_since(now)
-                                .max(Duration::from_millis(1));
+                                .max(Duration::from_millis(10));
                             st.driver_waiting = true;
                             s.cond.wait_for(&mut st, wait);
                             st.driver_waiting = false;
@@ -87,10 +87,13 @@ fn run(node: &Arc<NodeShared>, s: &Arc<Session>) {
                     backoff = MIN_BACKOFF;
                     fallout.deliver(node, s.peer);
                 }
-                Err(e) => {
+                Err(failed) => {
+                    let e = failed.error;
                     let fallout = {
                         let mut st = s.state.lock();
-                        if e.is_transient() || matches!(e, HandshakeError::Stopping) {
+                        if failed.stale || e.is_transient() || matches!(e, HandshakeError::Stopping)
+                        {
+                            // A stale attempt's failure says nothing of the session now.
                             st.stats.last_error = Some(SessionError::Handshake(e));
                             None
                         } else if let HandshakeError::SessionMismatch(_) = e {

@@ -234,6 +234,13 @@ impl Session {
     pub(crate) fn subscribe(self: &Arc<Self>, node: &Arc<NodeShared>, actor: ActorId, cookie: u64) {
         let fallout = {
             let mut st = self.state.lock();
+            if node.is_stopping() {
+                drop(st);
+                let mut f = Fallout::default();
+                f.notices.push((actor, cookie, false));
+                f.deliver(node, self.peer);
+                return;
+            }
             let f = st.subscribe(actor, cookie, true);
             self.wake(node, &mut st);
             f
@@ -380,9 +387,10 @@ impl Session {
             }
         }
         st.unconfirmed_bytes = 0;
+        // Still queued (a partly sent one too: without its descriptor the peer cannot
+        // have delivered it): surely not delivered.
         for ev in st.out.drain() {
-            let unsure = ev.started();
-            fallout.failed.push((ev.into_handle(), unsure));
+            fallout.failed.push((ev.into_handle(), false));
         }
         for s in st.subscribers.drain(..) {
             fallout.notices.push((s.actor, s.cookie, false));

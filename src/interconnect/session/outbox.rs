@@ -82,11 +82,6 @@ impl OutEvent {
         }
     }
 
-    /// Whether some of it is already in packets.
-    pub(crate) fn started(&self) -> bool {
-        self.sent > 0
-    }
-
     pub(crate) fn into_handle(mut self) -> EventHandle {
         if let Some(f) = self.meta.forward.as_mut() {
             f.1 = std::mem::take(&mut self.body);

@@ -171,7 +171,7 @@ impl RemoteEvent for Undelivered {
     type Codec = UndeliveredCodec;
 }
 
-type EncodeFn = fn(&(dyn Any + Send), &mut Vec<u8>) -> Result<(), CodecError>;
+pub(crate) type EncodeFn = fn(&(dyn Any + Send), &mut Vec<u8>) -> Result<(), CodecError>;
 
 /// The codecs of one node's remote event types, by event type.
 #[derive(Clone)]
@@ -196,15 +196,9 @@ impl Codecs {
             .insert(E::EVENT_TYPE, (encode_any::<E>, decode_any::<E>));
     }
 
-    /// Appends the body of `event` (of type `event_type`) to `out`.
-    pub(crate) fn encode(
-        &self,
-        event_type: EventType,
-        event: &(dyn Any + Send),
-        out: &mut Vec<u8>,
-    ) -> Option<Result<(), CodecError>> {
-        let (encode, _) = self.by_type.get(&event_type)?;
-        Some(encode(event, out))
+    /// The encoder and decoder of `event_type`, if it is registered.
+    pub(crate) fn get(&self, event_type: EventType) -> Option<(EncodeFn, DecodeFn)> {
+        self.by_type.get(&event_type).copied()
     }
 
     /// The decode hook of `event_type`, if it is registered.

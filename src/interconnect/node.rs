@@ -374,13 +374,15 @@ impl NodeShared {
             return Err(h);
         }
         let mut body = Vec::new();
-        let decode = self.codecs.decoder(h.event_type()).or_else(|| h.decoder());
+        let codec = self.codecs.get(h.event_type());
+        let decode = codec.map(|c| c.1).or_else(|| h.decoder());
         if let Some(bytes) = h.serialized_bytes() {
             body.extend_from_slice(bytes);
         } else {
             let encoded = h
                 .local_any()
-                .and_then(|e| self.codecs.encode(h.event_type(), e, &mut body));
+                .zip(codec)
+                .map(|(e, (encode, _))| encode(e, &mut body));
             match encoded {
                 Some(Ok(())) => {}
                 Some(Err(e)) => {

@@ -204,6 +204,9 @@ fn process(
 }
 
 /// The parts of one data packet: events completed are handed to the system in order.
+///
+/// An event whose body is one inline part right before its descriptor (the usual small
+/// event) skips the channel's assembly buffer: its body is copied once, from the packet.
 fn deliver_parts(
     node: &NodeShared,
     input: &mut Input,
@@ -211,6 +214,8 @@ fn deliver_parts(
     fx: &mut Effects,
 ) -> Result<(), SessionError> {
     let max = node.cfg.max_event_size;
+    // An inline part not yet added to its channel's buffer (that buffer was empty).
+    let mut held: Option<(u16, &[u8])> = None;
     for part in parts(payload) {
         let part = part.map_err(|e| SessionError::Protocol(format!("bad part: {e}")))?;
         if part.is_xdc() {
@@ -219,27 +224,30 @@ fn deliver_parts(
             ));
         }
         if !part.is_descriptor() {
-            let body = input.assembly.entry(part.channel).or_default();
-            let size = body.len() + part.bytes.len();
-            if size > max {
-                return Err(SessionError::OversizedEvent { size, max });
+            if let Some((ch, bytes)) = held.take() {
+                stash(input, ch, bytes, max)?;
             }
-            // All channels together hold at most four events' worth of partial bodies.
-            let total = input.assembly_bytes + part.bytes.len();
-            if total > max.saturating_mul(4) {
-                return Err(SessionError::OversizedEvent {
-                    size: total,
-                    max: max.saturating_mul(4),
-                });
+            let empty = input.assembly.get(&part.channel).is_none_or(Vec::is_empty);
+            if empty && part.bytes.len() <= max {
+                held = Some((part.channel, part.bytes));
+            } else {
+                stash(input, part.channel, part.bytes, max)?;
             }
-            body.extend_from_slice(part.bytes);
-            input.assembly_bytes = total;
             continue;
         }
         let (d, _) = EventDescriptor::decode(part.bytes)
             .map_err(|e| SessionError::Protocol(format!("bad descriptor: {e}")))?;
-        let body = input.assembly.remove(&part.channel).unwrap_or_default();
-        input.assembly_bytes -= body.len();
+        let body = match held.take() {
+            Some((ch, bytes)) if ch == part.channel => bytes.to_vec(),
+            other => {
+                if let Some((ch, bytes)) = other {
+                    stash(input, ch, bytes, max)?;
+                }
+                let body = input.assembly.remove(&part.channel).unwrap_or_default();
+                input.assembly_bytes -= body.len();
+                body
+            }
+        };
         if d.verify_body(&body).is_err() {
             return Err(SessionError::Protocol(format!(
                 "event {:#x}: body checksum mismatch",
@@ -259,5 +267,28 @@ fn deliver_parts(
         fx.events_in += 1;
         node.system.send_handle(h);
     }
+    if let Some((ch, bytes)) = held {
+        stash(input, ch, bytes, max)?;
+    }
+    Ok(())
+}
+
+/// Adds an inline part to its channel's partial event, within the size limits: `max` for
+/// one event, four times that for all channels together.
+fn stash(input: &mut Input, channel: u16, bytes: &[u8], max: usize) -> Result<(), SessionError> {
+    let body = input.assembly.entry(channel).or_default();
+    let size = body.len() + bytes.len();
+    if size > max {
+        return Err(SessionError::OversizedEvent { size, max });
+    }
+    let total = input.assembly_bytes + bytes.len();
+    if total > max.saturating_mul(4) {
+        return Err(SessionError::OversizedEvent {
+            size: total,
+            max: max.saturating_mul(4),
+        });
+    }
+    body.extend_from_slice(bytes);
+    input.assembly_bytes = total;
     Ok(())
 }

@@ -23,6 +23,7 @@ use crate::actors::{
     Actor, ActorContext, ActorId, ActorSystem, DeadLetterReason, EventHandle, Handled, RemoteRouter,
 };
 use crate::environment::{StopGuard, WeakEnv};
+use crate::stats::{Quantity, StatsSource};
 
 /// How many refusals [`Interconnect::refusals`] keeps.
 const REFUSALS_KEPT: usize = 64;
@@ -63,6 +64,8 @@ pub(crate) struct NodeShared {
     handshakes: AtomicUsize,
     refusals: Mutex<VecDeque<Refusal>>,
     nonces: Mutex<RecentNonces>,
+    /// The sessions' figures for the environment's stats controller (held weakly there).
+    stats_source: Arc<dyn StatsSource>,
 }
 
 /// The request nonces seen lately, in arrival order and as a set.
@@ -418,6 +421,39 @@ fn peer_cluster(c: Option<&ClusterUuids>, legacy: Option<&str>) -> String {
         .unwrap_or_default()
 }
 
+/// The sessions' figures, under `ic/node<N>/peer<P>` (see the `stats` module docs).
+struct IcStatsSource(Weak<NodeShared>);
+
+impl StatsSource for IcStatsSource {
+    fn distribute(&self, out: &mut dyn FnMut(Quantity)) {
+        let Some(node) = self.0.upgrade() else { return };
+        let n = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+        for (peer, s) in &node.sessions {
+            let st = s.stats();
+            let prefix = format!("ic/node{}/peer{peer}", node.node_id);
+            let rtt = st.rtt.map_or(0, |d| n(d.as_micros() as u64));
+            for (suffix, value) in [
+                ("connected.count", usize::from(st.connected)),
+                ("bytes_out.count", n(st.bytes_out)),
+                ("bytes_in.count", n(st.bytes_in)),
+                ("events_out.count", n(st.events_out)),
+                ("events_in.count", n(st.events_in)),
+                ("packets_resent.count", n(st.packets_resent)),
+                ("reconnects.count", n(st.reconnects)),
+                ("sessions_ended.count", n(st.sessions_ended)),
+                ("queued_events.count", st.queued_events),
+                ("rtt.us", rtt),
+            ] {
+                out(Quantity {
+                    prefix: prefix.clone(),
+                    suffix,
+                    value,
+                });
+            }
+        }
+    }
+}
+
 /// The hook installed in the actor system: events for other nodes come here.
 struct Router(Weak<NodeShared>);
 
@@ -628,7 +664,7 @@ impl Interconnect {
         let start_time = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_micros() as u64);
-        let node = Arc::new_cyclic(|_me: &Weak<NodeShared>| {
+        let node = Arc::new_cyclic(|me: &Weak<NodeShared>| {
             let mut n = NodeShared {
                 node_id,
                 system: system.clone(),
@@ -656,6 +692,7 @@ impl Interconnect {
                 handshakes: AtomicUsize::new(0),
                 refusals: Mutex::new(VecDeque::new()),
                 nonces: Mutex::new(Default::default()),
+                stats_source: Arc::new(IcStatsSource(me.clone())),
             };
             let first = ((start_time / 1_000_000) << 32) | (n.random_u64() & 0x7FFF_FFFF);
             n.next_session = AtomicU64::new(first.max(1));
@@ -674,6 +711,7 @@ impl Interconnect {
         {
             return Err(InterconnectError::AlreadyStarted(node_id));
         }
+        system.environment().0.stats.add_source(&node.stats_source);
         let guard = Arc::new(Guard {
             node: Arc::downgrade(&node),
             env: system.environment().downgrade(),

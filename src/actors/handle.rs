@@ -107,20 +107,7 @@ impl EventHandle {
         sender: ActorId,
         bytes: Vec<u8>,
     ) -> EventHandle {
-        EventHandle {
-            event_type,
-            flags: EventFlags::empty(),
-            recipient,
-            rewrite: recipient,
-            sender,
-            cookie: 0,
-            forward_target: None,
-            payload: Some(Box::new(Serialized {
-                bytes,
-                decode: None,
-                decoded: OnceCell::new(),
-            })),
-        }
+        Self::serialized_with(event_type, recipient, sender, bytes, None)
     }
 
     #[cfg_attr(not(feature = "interconnect"), allow(dead_code))]

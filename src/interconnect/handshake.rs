@@ -358,25 +358,39 @@ fn accept_on(
         ..Default::default()
     };
     let sent = c.send(&ExBlock::new(reply.encode()).encode());
+    install_accepted(node, &s, c, sent, (token, self_id), Some(peer_session), 0)
+}
+
+/// Step 5 of the accepting side: the reply went out (`sent`); the connection is installed
+/// if the handshake `(token, self_id)` still owns the session (with the peer's session id
+/// for a new session, and the peer's confirm `peer_next`).
+fn install_accepted(
+    node: &Arc<NodeShared>,
+    s: &Arc<Session>,
+    c: &Conn,
+    sent: Result<(), HandshakeError>,
+    (token, self_id): (u64, ActorId),
+    peer_session: Option<ActorId>,
+    peer_next: u64,
+) -> Result<(), HandshakeError> {
     let mut st = s.state.lock();
     if st.accepting != Some(token) || st.self_id != self_id {
         return Err(HandshakeError::Simultaneous);
     }
-    if let Err(e) = sent {
-        st.accepting = None;
-        return Err(e);
-    }
-    let stream = match c.stream.try_clone() {
+    let stream = sent.and_then(|()| c.stream.try_clone().map_err(|e| HandshakeError::io(&e)));
+    let stream = match stream {
         Ok(stream) => stream,
         Err(e) => {
             st.accepting = None;
-            return Err(HandshakeError::io(&e));
+            return Err(e);
         }
     };
-    st.peer_id = peer_session;
-    let fallout = s.install(node, &mut st, stream, 0);
+    if let Some(peer) = peer_session {
+        st.peer_id = peer;
+    }
+    let fallout = s.install(node, &mut st, stream, peer_next);
     drop(st);
-    fallout.deliver(node, peer_node);
+    fallout.deliver(node, s.peer);
     Ok(())
 }
 
@@ -419,25 +433,7 @@ fn accept_resume(
         version: PROTOCOL_VERSION,
     };
     let sent = c.send(&reply.encode());
-    let mut st = s.state.lock();
-    if st.accepting != Some(token) || st.self_id != self_id {
-        return Err(HandshakeError::Simultaneous);
-    }
-    if let Err(e) = sent {
-        st.accepting = None;
-        return Err(e);
-    }
-    let stream = match c.stream.try_clone() {
-        Ok(stream) => stream,
-        Err(e) => {
-            st.accepting = None;
-            return Err(HandshakeError::io(&e));
-        }
-    };
-    let fallout = s.install(node, &mut st, stream, hello.next_packet);
-    drop(st);
-    fallout.deliver(node, peer_node);
-    Ok(())
+    install_accepted(node, s, c, sent, (token, self_id), None, hello.next_packet)
 }
 
 /// Sends a refusal with its reason (`ErrorExplaination`); best effort.

@@ -16,7 +16,7 @@ use super::events::{Subscribe, Unsubscribe};
 use super::handshake::{self, cluster_accepts, param, proof, verify_proof, NONCE, PROOF};
 use super::names::NameService;
 use super::session::{outbox_meta, OutEvent, Session};
-use super::setup::InterconnectSetup;
+use super::setup::{Config, InterconnectSetup};
 use super::stats::{Refusal, SessionStats};
 use super::wire::{ClusterUuids, HandshakeRequest, HandshakeSuccess, HANDSHAKE_PROTOCOL};
 use crate::actors::{
@@ -31,18 +31,6 @@ const REFUSALS_KEPT: usize = 64;
 const NONCES_KEPT: usize = 4096;
 /// How many incoming handshakes may run at once; more connections are closed at once.
 const MAX_HANDSHAKES: usize = 64;
-
-/// The session's timers and limits (from [`InterconnectSetup`]).
-#[derive(Debug, Clone)]
-pub(crate) struct Config {
-    pub(crate) ping_period: Duration,
-    pub(crate) dead_peer_timeout: Duration,
-    pub(crate) lost_connection_timeout: Duration,
-    pub(crate) handshake_timeout: Duration,
-    pub(crate) max_event_size: usize,
-    pub(crate) inflight_window: usize,
-    pub(crate) confirm_delay: Duration,
-}
 
 /// What every thread of a node shares.
 pub(crate) struct NodeShared {
@@ -670,15 +658,7 @@ impl Interconnect {
                 system: system.clone(),
                 names: setup.names.clone(),
                 codecs: setup.codecs.clone(),
-                cfg: Config {
-                    ping_period: setup.ping_period,
-                    dead_peer_timeout: setup.dead_peer_timeout,
-                    lost_connection_timeout: setup.lost_connection_timeout,
-                    handshake_timeout: setup.handshake_timeout,
-                    max_event_size: setup.max_event_size,
-                    inflight_window: setup.inflight_window,
-                    confirm_delay: setup.confirm_delay,
-                },
+                cfg: setup.cfg.clone(),
                 cluster_uuid: setup.cluster_uuid.clone(),
                 accept_uuids: setup.accept_uuids.clone(),
                 secret: setup.secret.clone(),

@@ -33,12 +33,20 @@ pub struct InterconnectSetup {
     pub(crate) accept_uuids: Vec<String>,
     pub(crate) secret: Option<Vec<u8>>,
     pub(crate) codecs: Codecs,
+    pub(crate) cfg: Config,
+}
+
+/// A session's timers and limits (see the setters of [`InterconnectSetup`]).
+#[derive(Debug, Clone)]
+pub(crate) struct Config {
     pub(crate) ping_period: Duration,
     pub(crate) dead_peer_timeout: Duration,
     pub(crate) lost_connection_timeout: Duration,
     pub(crate) handshake_timeout: Duration,
     pub(crate) max_event_size: usize,
     pub(crate) inflight_window: usize,
+    /// How long a received data packet may wait for a pure confirm when nothing else goes
+    /// out.
     pub(crate) confirm_delay: Duration,
 }
 
@@ -55,13 +63,15 @@ impl InterconnectSetup {
             accept_uuids: Vec::new(),
             secret: None,
             codecs: Codecs::with_system_events(),
-            ping_period: Duration::from_secs(3),
-            dead_peer_timeout: Duration::from_secs(10),
-            lost_connection_timeout: Duration::from_secs(10),
-            handshake_timeout: Duration::from_secs(5),
-            max_event_size: 64 << 20,
-            inflight_window: 40 << 20,
-            confirm_delay: Duration::from_millis(10),
+            cfg: Config {
+                ping_period: Duration::from_secs(3),
+                dead_peer_timeout: Duration::from_secs(10),
+                lost_connection_timeout: Duration::from_secs(10),
+                handshake_timeout: Duration::from_secs(5),
+                max_event_size: 64 << 20,
+                inflight_window: 40 << 20,
+                confirm_delay: Duration::from_millis(10),
+            },
         }
     }
 
@@ -105,14 +115,14 @@ impl InterconnectSetup {
 
     /// How often a ping and a clock sample go to the peer (default 3 s).
     pub fn ping_period(mut self, period: Duration) -> InterconnectSetup {
-        self.ping_period = period.max(Duration::from_millis(1));
+        self.cfg.ping_period = period.max(Duration::from_millis(1));
         self
     }
 
     /// How long a connection may stay silent before it is taken for dead and dropped
     /// (default 10 s; the session then reconnects and resumes).
     pub fn dead_peer_timeout(mut self, timeout: Duration) -> InterconnectSetup {
-        self.dead_peer_timeout = timeout.max(Duration::from_millis(1));
+        self.cfg.dead_peer_timeout = timeout.max(Duration::from_millis(1));
         self
     }
 
@@ -120,13 +130,13 @@ impl InterconnectSetup {
     /// become not delivered and its subscribers get
     /// [`NodeDisconnected`](super::NodeDisconnected) (default 10 s).
     pub fn lost_connection_timeout(mut self, timeout: Duration) -> InterconnectSetup {
-        self.lost_connection_timeout = timeout;
+        self.cfg.lost_connection_timeout = timeout;
         self
     }
 
     /// How long a handshake may take (default 5 s).
     pub fn handshake_timeout(mut self, timeout: Duration) -> InterconnectSetup {
-        self.handshake_timeout = timeout.max(Duration::from_millis(1));
+        self.cfg.handshake_timeout = timeout.max(Duration::from_millis(1));
         self
     }
 
@@ -135,14 +145,14 @@ impl InterconnectSetup {
     /// so do partial events of all channels together over four times this; a larger one
     /// sent is not delivered.
     pub fn max_event_size(mut self, bytes: usize) -> InterconnectSetup {
-        self.max_event_size = bytes;
+        self.cfg.max_event_size = bytes;
         self
     }
 
     /// How many bytes of data packets may wait for the peer's confirmation before the
     /// session stops sending more (default 40 MiB, YDB's `TotalInflightAmountOfData`).
     pub fn inflight_window(mut self, bytes: usize) -> InterconnectSetup {
-        self.inflight_window = bytes.max(64 << 10);
+        self.cfg.inflight_window = bytes.max(64 << 10);
         self
     }
 }
@@ -155,9 +165,7 @@ impl fmt::Debug for InterconnectSetup {
             .field("accept_uuids", &self.accept_uuids)
             .field("secret", &self.secret.as_ref().map(|_| "…"))
             .field("codecs", &self.codecs)
-            .field("ping_period", &self.ping_period)
-            .field("dead_peer_timeout", &self.dead_peer_timeout)
-            .field("lost_connection_timeout", &self.lost_connection_timeout)
+            .field("cfg", &self.cfg)
             .finish_non_exhaustive()
     }
 }

@@ -5,7 +5,8 @@
 //! 1. A checksum mismatch drops the connection (the session resumes on a new one).
 //! 2. Every packet's confirm drops the kept packets up to it.
 //! 3. A data packet at or below the last serial processed is a retransmission: skipped.
-//!    The next one must be exactly the last processed + 1; anything else ends the session.
+//!    The first one of a connection must be at most the last processed + 1, each later one
+//!    exactly the previous + 1; anything else ends the session.
 //! 4. Inline parts add to their channel's event; a descriptor part completes it. An event
 //!    over the size limit, a malformed part or an XDC part ends the session.
 //! 5. Empty packets: bit 63 ping request (answered), bit 62 ping response (the RTT), bit 61
@@ -51,7 +52,8 @@ fn run(node: &Arc<NodeShared>, s: &Arc<Session>, gen: u64, mut stream: TcpStream
     // Bytes [start, end) of `buf` are read and not yet processed (a packet cut short).
     let mut buf = vec![0u8; READ_CHUNK * 2];
     let (mut start, mut end) = (0, 0);
-    let mut first_data = true;
+    // The serial of the last data packet on this connection.
+    let mut prev_data: Option<u64> = None;
     let err = loop {
         if buf.len() - end < READ_CHUNK / 2 {
             buf.copy_within(start..end, 0);
@@ -84,7 +86,7 @@ fn run(node: &Arc<NodeShared>, s: &Arc<Session>, gen: u64, mut stream: TcpStream
                 input.assembly.clear();
                 input.assembly_bytes = 0;
             }
-            let r = process(node, &mut input, &buf[start..end], &mut first_data, &mut fx);
+            let r = process(node, &mut input, &buf[start..end], &mut prev_data, &mut fx);
             s.publish_processed(input.epoch, input.last_processed);
             r
         };
@@ -139,7 +141,7 @@ fn process(
     node: &NodeShared,
     input: &mut Input,
     bytes: &[u8],
-    first_data: &mut bool,
+    prev_data: &mut Option<u64>,
     fx: &mut Effects,
 ) -> Result<usize, (usize, SessionError)> {
     let mut at = 0;
@@ -171,6 +173,14 @@ fn process(
         match kind {
             PacketKind::Data { serial } => {
                 let last = input.last_processed;
+                // After the first data packet of a connection, each is the previous + 1
+                // (YDB's rule): resends come first and in order.
+                if let Some(prev) = *prev_data {
+                    if serial != prev.wrapping_add(1) {
+                        let why = format!("data packet {serial} after {prev} on this connection");
+                        return Err((at, SessionError::Protocol(why)));
+                    }
+                }
                 if serial <= last {
                     fx.skipped += 1;
                 } else if serial == last + 1 {
@@ -180,14 +190,10 @@ fn process(
                     input.last_processed = serial;
                     fx.processed_data = true;
                 } else {
-                    let why = if *first_data {
-                        format!("first data packet {serial} after {last} processed")
-                    } else {
-                        format!("data packet {serial} after {last}")
-                    };
+                    let why = format!("first data packet {serial} after {last} processed");
                     return Err((at, SessionError::Protocol(why)));
                 }
-                *first_data = false;
+                *prev_data = Some(serial);
             }
             PacketKind::PingRequest { stamp } => fx.ping_requests.push(stamp),
             PacketKind::PingResponse { stamp } => {

@@ -110,7 +110,6 @@ impl EventHandle {
         Self::serialized_with(event_type, recipient, sender, bytes, None)
     }
 
-    #[cfg_attr(not(feature = "interconnect"), allow(dead_code))]
     /// A serialized event that [`get`](Self::get) and [`take`](Self::take) decode on first
     /// ask with `decode` (the interconnect's received events).
     pub(crate) fn serialized_with(

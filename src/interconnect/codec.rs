@@ -233,3 +233,85 @@ fn decode_any<E: RemoteEvent>(bytes: &[u8]) -> Option<Box<dyn Any + Send>> {
         .ok()
         .map(|e| Box::new(e) as Box<dyn Any + Send>)
 }
+
+#[cfg(test)]
+mod tests {
+    use serde::{Deserialize, Serialize};
+
+    use super::*;
+    use crate::actors::{event_space_begin, ActorId, EventHandle, UndeliveredReason, ES_USERSPACE};
+
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    struct Note {
+        n: u32,
+        text: String,
+    }
+    impl Event for Note {
+        const EVENT_TYPE: EventType = event_space_begin(ES_USERSPACE) + 77;
+    }
+    impl RemoteEvent for Note {
+        type Codec = Serde;
+    }
+
+    fn received(codecs: &Codecs, event_type: EventType, bytes: Vec<u8>) -> EventHandle {
+        let (a, b) = (ActorId::new(2, 1, 0), ActorId::new(1, 1, 0));
+        EventHandle::serialized_with(event_type, a, b, bytes, codecs.decoder(event_type))
+    }
+
+    fn encoded<E: RemoteEvent>(codecs: &Codecs, e: E) -> Vec<u8> {
+        let (encode, _) = codecs.get(E::EVENT_TYPE).expect("registered");
+        let mut out = Vec::new();
+        encode(&e, &mut out).expect("encodes");
+        out
+    }
+
+    #[test]
+    fn a_received_event_is_decoded_on_first_ask_and_can_be_borrowed_changed_and_taken() {
+        let mut codecs = Codecs::with_system_events();
+        codecs.add::<Note>();
+        let note = Note {
+            n: 7,
+            text: "seven".into(),
+        };
+        let mut h = received(&codecs, Note::EVENT_TYPE, encoded(&codecs, note.clone()));
+        assert!(h.is_serialized());
+        assert_eq!(h.get::<Note>(), Some(&note));
+        h.get_mut::<Note>().expect("decoded").n = 8;
+        assert_eq!(h.get::<Note>().map(|n| n.n), Some(8));
+        assert_eq!(h.take::<Note>().map(|n| n.n), Some(8));
+        assert!(h.get::<Note>().is_none());
+    }
+
+    #[test]
+    fn bytes_that_do_not_decode_give_none_and_stay_readable() {
+        let mut codecs = Codecs::with_system_events();
+        codecs.add::<Note>();
+        let h = received(&codecs, Note::EVENT_TYPE, vec![0xFF; 3]);
+        assert!(h.get::<Note>().is_none());
+        assert_eq!(h.serialized_bytes(), Some(&[0xFF; 3][..]));
+        // Not registered: the bytes, and no decoding.
+        let h = received(&Codecs::with_system_events(), Note::EVENT_TYPE, vec![1, 2]);
+        assert!(h.get::<Note>().is_none());
+    }
+
+    #[test]
+    fn system_events_have_ydb_s_bodies() {
+        let codecs = Codecs::with_system_events();
+        let u = Undelivered {
+            source_type: 0x1000_0001,
+            reason: UndeliveredReason::Disconnected,
+            unsure: true,
+        };
+        // Eight bytes, `unsure` not on the wire.
+        let bytes = encoded(&codecs, u);
+        assert_eq!(bytes, [1, 0, 0, 0x10, 2, 0, 0, 0]);
+        let h = received(&codecs, Undelivered::EVENT_TYPE, bytes);
+        assert_eq!(
+            h.get::<Undelivered>().copied(),
+            Some(Undelivered { unsure: false, ..u })
+        );
+        assert!(encoded(&codecs, Poison).is_empty());
+        assert!(received(&codecs, Poison::EVENT_TYPE, vec![]).is::<Poison>());
+        assert!(!received(&codecs, Poison::EVENT_TYPE, vec![0]).is::<Poison>());
+    }
+}

@@ -364,7 +364,8 @@ impl NodeShared {
         if self.is_stopping() {
             return Err(h);
         }
-        let mut body = Vec::new();
+        // Room for a small event's body at once (growing from empty costs a few reallocations).
+        let mut body = Vec::with_capacity(128);
         let codec = self.codecs.get(h.event_type());
         let decode = codec.map(|c| c.1).or_else(|| h.decoder());
         if let Some(bytes) = h.serialized_bytes() {

@@ -12,10 +12,13 @@ use super::id::ActorId;
 /// interconnect's hook: it knows the codec of each remote event type).
 pub(crate) type DecodeFn = fn(&[u8]) -> Option<Box<dyn Any + Send>>;
 
+/// The bytes of a serialized event: a small body lives in the payload's own allocation.
+pub(crate) type Body = smallvec::SmallVec<[u8; 128]>;
+
 /// A serialized event (the interconnect's form), boxed as the payload like a local event.
 /// Decoded at most once, when a handler first asks for the event as its type.
 struct Serialized {
-    bytes: Vec<u8>,
+    bytes: Body,
     decode: Option<DecodeFn>,
     decoded: OnceCell<Option<Box<dyn Any + Send>>>,
 }
@@ -107,7 +110,7 @@ impl EventHandle {
         sender: ActorId,
         bytes: Vec<u8>,
     ) -> EventHandle {
-        Self::serialized_with(event_type, recipient, sender, bytes, None)
+        Self::serialized_with(event_type, recipient, sender, Body::from_vec(bytes), None)
     }
 
     /// A serialized event that [`get`](Self::get) and [`take`](Self::take) decode on first
@@ -116,7 +119,7 @@ impl EventHandle {
         event_type: EventType,
         recipient: ActorId,
         sender: ActorId,
-        bytes: Vec<u8>,
+        bytes: Body,
         decode: Option<DecodeFn>,
     ) -> EventHandle {
         EventHandle {

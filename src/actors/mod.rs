@@ -157,7 +157,7 @@ pub use setup::{SystemError, SystemSetup};
 pub use system::{ActorSystem, RegisterActorError, SystemStats};
 // The interconnect's hooks (see `RemoteRouter` and `EventHandle::serialized_with`).
 #[cfg(feature = "interconnect")]
-pub(crate) use handle::DecodeFn;
+pub(crate) use handle::{Body, DecodeFn};
 #[cfg(feature = "interconnect")]
 pub(crate) use system::RemoteRouter;
 pub use system_events::{

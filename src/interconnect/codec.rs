@@ -255,7 +255,7 @@ mod tests {
 
     fn received(codecs: &Codecs, event_type: EventType, bytes: Vec<u8>) -> EventHandle {
         let (a, b) = (ActorId::new(2, 1, 0), ActorId::new(1, 1, 0));
-        EventHandle::serialized_with(event_type, a, b, bytes, codecs.decoder(event_type))
+        EventHandle::serialized_with(event_type, a, b, bytes.into(), codecs.decoder(event_type))
     }
 
     fn encoded<E: RemoteEvent>(codecs: &Codecs, e: E) -> Vec<u8> {

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Input, Session};
-use crate::actors::{EventFlags, EventHandle};
+use crate::actors::{Body, EventFlags, EventHandle};
 use crate::interconnect::error::SessionError;
 use crate::interconnect::node::NodeShared;
 use crate::interconnect::wire::{parts, EventDescriptor, Packet, PacketKind, WireError};
@@ -244,14 +244,14 @@ fn deliver_parts(
         let (d, _) = EventDescriptor::decode(part.bytes)
             .map_err(|e| SessionError::Protocol(format!("bad descriptor: {e}")))?;
         let body = match held.take() {
-            Some((ch, bytes)) if ch == part.channel => bytes.to_vec(),
+            Some((ch, bytes)) if ch == part.channel => Body::from_slice(bytes),
             other => {
                 if let Some((ch, bytes)) = other {
                     stash(input, ch, bytes, max)?;
                 }
                 let body = input.assembly.remove(&part.channel).unwrap_or_default();
                 input.assembly_bytes -= body.len();
-                body
+                Body::from_vec(body)
             }
         };
         if d.verify_body(&body).is_err() {

@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 
 use ahash::AHashMap;
 
-use crate::actors::{ActorId, DecodeFn, EventFlags, EventHandle, EventType};
+use crate::actors::{ActorId, Body, DecodeFn, EventFlags, EventHandle, EventType};
 use crate::interconnect::wire::{EventDescriptor, Packet};
 
 /// What is kept of a sent event until its packet is confirmed: enough to say it was not
@@ -37,7 +37,7 @@ impl OutMeta {
             self.event_type,
             self.recipient,
             self.sender,
-            body,
+            Body::from_vec(body),
             self.decode,
         )
         .with_flags(self.flags)

@@ -166,9 +166,10 @@ fn write_loop(node: &Arc<NodeShared>, s: &Arc<Session>, gen: u64, stream: &TcpSt
                 write_packet(&mut batch, confirm, clock.serial, &[]);
             }
             while batch.len() < BATCH && st.unconfirmed_bytes < cfg.inflight_window {
-                let mut payload = Vec::with_capacity(Packet::SENDER_PAYLOAD);
+                let mut payload = st.payload_buffer();
                 let events = st.out.fill(&mut payload, Packet::SENDER_PAYLOAD);
                 if payload.is_empty() {
+                    st.spare.push(payload);
                     break;
                 }
                 events_out += events.len() as u64;

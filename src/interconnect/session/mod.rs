@@ -24,11 +24,15 @@ use super::error::SessionError;
 use super::events::{NodeConnected, NodeDisconnected};
 use super::node::NodeShared;
 use super::stats::SessionStats;
+use super::wire::Packet;
 use crate::actors::{ActorId, EventFlags, EventHandle};
 
 pub(crate) use driver::spawn_driver;
 pub(crate) use input::spawn_reader;
 pub(crate) use outbox::{outbox_meta, OutEvent, Outbox, SentPacket};
+
+/// How many confirmed packets' payload buffers a session keeps for reuse.
+const SPARE_PAYLOADS: usize = 64;
 
 /// The connection a session has now.
 pub(crate) enum Conn {
@@ -69,6 +73,8 @@ pub(crate) struct State {
     pub(crate) subscribers: Vec<Subscriber>,
     /// Ping requests to answer (their stamps).
     pub(crate) ping_responses: Vec<u64>,
+    /// Payload buffers of confirmed packets, for the next ones.
+    pub(crate) spare: Vec<Vec<u8>>,
     pub(crate) stats: SessionStats,
 }
 
@@ -163,6 +169,7 @@ impl Session {
                 driver_waiting: false,
                 subscribers: Vec::new(),
                 ping_responses: Vec::new(),
+                spare: Vec::new(),
                 stats: SessionStats {
                     peer_node: peer,
                     session_id: self_id,
@@ -442,10 +449,23 @@ impl State {
     /// The peer confirmed every data packet up to `serial`: they are dropped.
     pub(crate) fn confirm(&mut self, serial: u64) {
         while self.unconfirmed.front().is_some_and(|p| p.serial <= serial) {
-            if let Some(p) = self.unconfirmed.pop_front() {
+            if let Some(mut p) = self.unconfirmed.pop_front() {
                 self.unconfirmed_bytes -= p.payload.len();
+                if self.spare.len() < SPARE_PAYLOADS {
+                    p.payload.clear();
+                    self.spare.push(p.payload);
+                }
             }
         }
+    }
+
+    /// An empty payload buffer for the next data packet (a confirmed one's, if any: an
+    /// 8 KiB allocation and its free on another thread per packet cost more than the rest
+    /// of the packet's bookkeeping).
+    pub(crate) fn payload_buffer(&mut self) -> Vec<u8> {
+        self.spare
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(Packet::SENDER_PAYLOAD))
     }
 
     /// Whether the session needs a connection now.

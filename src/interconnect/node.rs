@@ -364,8 +364,9 @@ impl NodeShared {
         if self.is_stopping() {
             return Err(h);
         }
-        // Room for a small event's body at once (growing from empty costs a few reallocations).
-        let mut body = Vec::with_capacity(128);
+        // A recycled buffer, or one with room for a small event's body (growing from
+        // empty costs a few reallocations).
+        let mut body = s.body_buffer();
         let codec = self.codecs.get(h.event_type());
         let decode = codec.map(|c| c.1).or_else(|| h.decoder());
         if let Some(bytes) = h.serialized_bytes() {

@@ -130,6 +130,7 @@ fn write_loop(node: &Arc<NodeShared>, s: &Arc<Session>, gen: u64, stream: &TcpSt
     let mut next_ping = Instant::now();
     let mut w: &TcpStream = stream;
     let mut written = 0u64;
+    let mut bodies = Vec::new();
     loop {
         batch.clear();
         let mut events_out = 0;
@@ -167,7 +168,9 @@ fn write_loop(node: &Arc<NodeShared>, s: &Arc<Session>, gen: u64, stream: &TcpSt
             }
             while batch.len() < BATCH && st.unconfirmed_bytes < cfg.inflight_window {
                 let mut payload = st.payload_buffer();
-                let events = st.out.fill(&mut payload, Packet::SENDER_PAYLOAD);
+                let events = st
+                    .out
+                    .fill(&mut payload, Packet::SENDER_PAYLOAD, &mut bodies);
                 if payload.is_empty() {
                     st.spare.push(payload);
                     break;
@@ -214,6 +217,7 @@ fn write_loop(node: &Arc<NodeShared>, s: &Arc<Session>, gen: u64, stream: &TcpSt
             st.confirm_sent = confirm;
             st.last_confirm_at = now;
         }
+        s.recycle(&mut bodies);
         if let Err(e) = w.write_all(&batch) {
             let f = {
                 let mut st = s.state.lock();

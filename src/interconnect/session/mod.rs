@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
+use crossbeam_channel::{Receiver, Sender};
 use parking_lot::{Condvar, Mutex};
 
 use super::error::SessionError;
@@ -33,6 +34,9 @@ pub(crate) use outbox::{outbox_meta, OutEvent, Outbox, SentPacket};
 
 /// How many confirmed packets' payload buffers a session keeps for reuse.
 const SPARE_PAYLOADS: usize = 64;
+/// How many sent events' body buffers a session keeps for reuse, and the largest kept.
+const RECYCLED_BODIES: usize = 1024;
+const RECYCLED_BODY_MAX: usize = 4096;
 
 /// The connection a session has now.
 pub(crate) enum Conn {
@@ -110,6 +114,9 @@ pub(crate) struct Session {
     processed: Mutex<(u64, u64)>,
     /// When the last bytes came from the peer (nanoseconds since the node started).
     pub(crate) last_rx: AtomicU64,
+    /// Body buffers of sent events, back from the writer for the senders: a small event's
+    /// body is then neither allocated on the sender's thread nor freed on the writer's.
+    bodies: (Sender<Vec<u8>>, Receiver<Vec<u8>>),
 }
 
 /// What to send once the state lock is released: events that were not delivered, and
@@ -187,7 +194,29 @@ impl Session {
             epoch: AtomicU64::new(0),
             processed: Mutex::new((0, 0)),
             last_rx: AtomicU64::new(0),
+            bodies: crossbeam_channel::bounded(RECYCLED_BODIES),
         }
+    }
+
+    /// An empty buffer for an event's body: a recycled one if any.
+    pub(crate) fn body_buffer(&self) -> Vec<u8> {
+        self.bodies
+            .1
+            .try_recv()
+            .unwrap_or_else(|_| Vec::with_capacity(128))
+    }
+
+    /// Gives the bodies of sent events back for reuse (small ones; the rest are freed).
+    pub(crate) fn recycle(&self, bodies: &mut Vec<Vec<u8>>) {
+        for mut b in bodies.drain(..) {
+            if b.capacity() <= RECYCLED_BODY_MAX {
+                b.clear();
+                if self.bodies.0.try_send(b).is_err() {
+                    break;
+                }
+            }
+        }
+        bodies.clear();
     }
 
     /// The last data serial processed in the current session (the confirm to send, and a

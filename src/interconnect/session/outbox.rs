@@ -156,8 +156,14 @@ impl Outbox {
     }
 
     /// Fills one packet payload of at most `max` bytes with parts of the waiting events;
-    /// returns the events it completes. Empty payload: nothing waits.
-    pub(crate) fn fill(&mut self, payload: &mut Vec<u8>, max: usize) -> Vec<OutMeta> {
+    /// returns the events it completes, and puts their body buffers in `bodies`. Empty
+    /// payload: nothing waits.
+    pub(crate) fn fill(
+        &mut self,
+        payload: &mut Vec<u8>,
+        max: usize,
+        bodies: &mut Vec<Vec<u8>>,
+    ) -> Vec<OutMeta> {
         let mut done = Vec::new();
         while let Some(&ch) = self.turn.front() {
             let room = max.saturating_sub(payload.len());
@@ -190,8 +196,9 @@ impl Outbox {
                 if let Some(mut ev) = q.pop_front() {
                     self.len -= 1;
                     // Keep the body for a forward on non-delivery.
-                    if let Some(f) = ev.meta.forward.as_mut() {
-                        f.1 = std::mem::take(&mut ev.body);
+                    match ev.meta.forward.as_mut() {
+                        Some(f) => f.1 = std::mem::take(&mut ev.body),
+                        None => bodies.push(std::mem::take(&mut ev.body)),
                     }
                     done.push(ev.meta);
                 }
@@ -283,7 +290,9 @@ mod tests {
         let mut done = 0;
         loop {
             let mut p = Vec::new();
-            done += o.fill(&mut p, Packet::SENDER_PAYLOAD).len();
+            done += o
+                .fill(&mut p, Packet::SENDER_PAYLOAD, &mut Vec::new())
+                .len();
             if p.is_empty() {
                 break;
             }
@@ -307,7 +316,7 @@ mod tests {
         let mut payloads = Vec::new();
         loop {
             let mut p = Vec::new();
-            o.fill(&mut p, 1000);
+            o.fill(&mut p, 1000, &mut Vec::new());
             if p.is_empty() {
                 break;
             }

@@ -7,8 +7,14 @@ use std::time::Duration;
 use super::codec::{Codecs, RemoteEvent};
 use super::names::NameService;
 
+/// The longest timer or timeout kept: ten years, "never" in practice. A longer one (such as
+/// `Duration::MAX`, too long for an `Instant`) is taken as this, never a panic.
+const FOREVER: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+
 /// What a node's [`Interconnect`](super::Interconnect) is made of: the name service, who may
-/// join, the remote event types, and the session's timers and limits (YDB's defaults).
+/// join, the remote event types, and the session's timers and limits (YDB's defaults). A
+/// timer or timeout longer than ten years (up to `Duration::MAX`) means ten years: never,
+/// in practice, and never a panic.
 ///
 /// # Examples
 ///
@@ -115,14 +121,14 @@ impl InterconnectSetup {
 
     /// How often a ping and a clock sample go to the peer (default 3 s).
     pub fn ping_period(mut self, period: Duration) -> InterconnectSetup {
-        self.cfg.ping_period = period.max(Duration::from_millis(1));
+        self.cfg.ping_period = period.clamp(Duration::from_millis(1), FOREVER);
         self
     }
 
     /// How long a connection may stay silent before it is taken for dead and dropped
     /// (default 10 s; the session then reconnects and resumes).
     pub fn dead_peer_timeout(mut self, timeout: Duration) -> InterconnectSetup {
-        self.cfg.dead_peer_timeout = timeout.max(Duration::from_millis(1));
+        self.cfg.dead_peer_timeout = timeout.clamp(Duration::from_millis(1), FOREVER);
         self
     }
 
@@ -130,13 +136,13 @@ impl InterconnectSetup {
     /// become not delivered and its subscribers get
     /// [`NodeDisconnected`](super::NodeDisconnected) (default 10 s).
     pub fn lost_connection_timeout(mut self, timeout: Duration) -> InterconnectSetup {
-        self.cfg.lost_connection_timeout = timeout;
+        self.cfg.lost_connection_timeout = timeout.min(FOREVER);
         self
     }
 
     /// How long a handshake may take (default 5 s).
     pub fn handshake_timeout(mut self, timeout: Duration) -> InterconnectSetup {
-        self.cfg.handshake_timeout = timeout.max(Duration::from_millis(1));
+        self.cfg.handshake_timeout = timeout.clamp(Duration::from_millis(1), FOREVER);
         self
     }
 

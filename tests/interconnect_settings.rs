@@ -1,5 +1,6 @@
-//! The interconnect's session figures reach the environment's stats controller, under
-//! `ic/node<N>/peer<P>` (see the `stats` module docs).
+//! The interconnect's settings and figures: the session figures reach the environment's
+//! stats controller, under `ic/node<N>/peer<P>` (see the `stats` module docs); timers too
+//! long for an `Instant` mean "never", not a panic.
 
 #![cfg(feature = "interconnect")]
 
@@ -80,5 +81,26 @@ fn the_stats_controller_distributes_each_session_s_figures() {
     assert_eq!(value(&seen, "sessions_ended.count"), Some(0));
     assert!(value(&seen, "bytes_out.count").unwrap() > 0);
     assert!(value(&seen, "rtt.us").is_some());
+    w.stop_then_join().unwrap();
+}
+
+#[test]
+fn timers_too_long_for_an_instant_mean_never_and_the_session_works() {
+    use agentbox::interconnect::InterconnectSetup;
+    let w = WrappedEnv::new(|_| {}).unwrap();
+    let env = w.environment().clone();
+    let forever = |_, s: InterconnectSetup| {
+        s.ping_period(Duration::MAX)
+            .dead_peer_timeout(Duration::MAX)
+            .lost_connection_timeout(Duration::MAX)
+            .handshake_timeout(Duration::MAX)
+    };
+    let nodes = cluster(&env, &[1, 2], forever);
+    let (tx, rx) = channel();
+    let sink = nodes[1].system.register(recorder(tx)).unwrap();
+    for i in 0..10 {
+        nodes[0].system.send(sink, Ping(i));
+    }
+    take(&rx, 10);
     w.stop_then_join().unwrap();
 }

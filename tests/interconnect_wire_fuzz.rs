@@ -21,31 +21,9 @@ use agentbox::ActorId;
 
 const ITERATIONS: u64 = 20_000;
 
-/// SplitMix64: small, fast, and good enough to drive mutations.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (`n > 0`).
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn byte(&mut self) -> u8 {
-        self.next() as u8
-    }
-
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.byte()).collect()
-    }
-}
+#[path = "fuzz/rng.rs"]
+mod rng;
+use rng::Rng;
 
 /// Which frame a seed is, to re-sign its mutations.
 #[derive(Clone, Copy)]

@@ -6,13 +6,15 @@
 //! side: last serial processed, events being assembled). A reader holds `input` while it
 //! processes and delivers a batch, then takes `state` alone; nothing takes `input` while
 //! holding `state`, so the two never nest the other way. Events that fail (a session that
-//! ends) and notices to subscribers are collected under `state` and sent after it is
-//! released ([`Fallout`]), since sending may come back into a session.
+//! ends) are collected under `state` and reported after it is released ([`Fallout`]), since
+//! sending may come back into a session; notices to subscribers are queued under `state`
+//! and sent in order by one thread at a time ([`Session::flush_notices`]).
 
 mod driver;
 mod input;
 mod outbox;
 
+use std::collections::VecDeque;
 use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -55,7 +57,7 @@ pub(crate) struct State {
     pub(crate) out: Outbox,
     /// The last data serial used.
     pub(crate) next_serial: u64,
-    pub(crate) unconfirmed: std::collections::VecDeque<SentPacket>,
+    pub(crate) unconfirmed: VecDeque<SentPacket>,
     pub(crate) unconfirmed_bytes: usize,
     /// The confirm carried by the last packet sent.
     pub(crate) confirm_sent: u64,
@@ -75,6 +77,11 @@ pub(crate) struct State {
     pub(crate) driver_waiting: bool,
     /// Subscribers and their cookies; `announced` says whether NodeConnected was sent.
     pub(crate) subscribers: Vec<Subscriber>,
+    /// Notices for subscribers, in the order they were decided: (actor, cookie,
+    /// connected). Sent by one thread at a time (`notifying`), outside the lock, so that a
+    /// subscriber never gets a NodeConnected after the NodeDisconnected that followed it.
+    notices: VecDeque<(ActorId, u64, bool)>,
+    notifying: bool,
     /// Ping requests to answer (their stamps).
     pub(crate) ping_responses: Vec<u64>,
     /// Payload buffers of confirmed packets, for the next ones.
@@ -119,13 +126,14 @@ pub(crate) struct Session {
     bodies: (Sender<Vec<u8>>, Receiver<Vec<u8>>),
 }
 
-/// What to send once the state lock is released: events that were not delivered, and
-/// notices to subscribers.
+/// What to do once the state lock is released: report the events that were not
+/// delivered, and send the notices queued for subscribers (`State::notices`).
 #[derive(Default)]
 #[must_use = "deliver it after releasing the lock"]
 pub(crate) struct Fallout {
     failed: Vec<(EventHandle, bool)>,
-    notices: Vec<(ActorId, u64, bool)>,
+    /// Notices were queued.
+    notify: bool,
 }
 
 impl Fallout {
@@ -134,21 +142,15 @@ impl Fallout {
         for (h, unsure) in self.failed {
             sys.not_delivered_as(h, crate::actors::DeadLetterReason::Disconnected, unsure);
         }
-        let me = ActorId::interconnect_proxy(peer);
-        for (actor, cookie, connected) in self.notices {
-            let flags = EventFlags::empty();
-            if connected {
-                node.system
-                    .send_with(actor, me, NodeConnected { node_id: peer }, flags, cookie);
-            } else {
-                node.system
-                    .send_with(actor, me, NodeDisconnected { node_id: peer }, flags, cookie);
+        if self.notify {
+            if let Some(s) = node.session(peer) {
+                s.flush_notices(node);
             }
         }
     }
 
     fn is_empty(&self) -> bool {
-        self.failed.is_empty() && self.notices.is_empty()
+        self.failed.is_empty() && !self.notify
     }
 }
 
@@ -175,6 +177,8 @@ impl Session {
                 driver_started: false,
                 driver_waiting: false,
                 subscribers: Vec::new(),
+                notices: VecDeque::new(),
+                notifying: false,
                 ping_responses: Vec::new(),
                 spare: Vec::new(),
                 stats: SessionStats {
@@ -271,10 +275,9 @@ impl Session {
         let fallout = {
             let mut st = self.state.lock();
             if node.is_stopping() {
+                st.notices.push_back((actor, cookie, false));
                 drop(st);
-                let mut f = Fallout::default();
-                f.notices.push((actor, cookie, false));
-                f.deliver(node, self.peer);
+                self.flush_notices(node);
                 return;
             }
             let f = st.subscribe(actor, cookie, true);
@@ -282,6 +285,39 @@ impl Session {
             f
         };
         fallout.deliver(node, self.peer);
+    }
+
+    /// Sends the queued notices, unless another thread is sending them (it then sends
+    /// these too): one sender at a time keeps their order.
+    pub(crate) fn flush_notices(&self, node: &NodeShared) {
+        let mut batch = {
+            let mut st = self.state.lock();
+            if st.notifying || st.notices.is_empty() {
+                return;
+            }
+            st.notifying = true;
+            std::mem::take(&mut st.notices)
+        };
+        let me = ActorId::interconnect_proxy(self.peer);
+        let flags = EventFlags::empty();
+        loop {
+            for (actor, cookie, connected) in batch.drain(..) {
+                let node_id = self.peer;
+                if connected {
+                    node.system
+                        .send_with(actor, me, NodeConnected { node_id }, flags, cookie);
+                } else {
+                    node.system
+                        .send_with(actor, me, NodeDisconnected { node_id }, flags, cookie);
+                }
+            }
+            let mut st = self.state.lock();
+            if st.notices.is_empty() {
+                st.notifying = false;
+                return;
+            }
+            std::mem::swap(&mut batch, &mut st.notices);
+        }
     }
 
     pub(crate) fn unsubscribe(&self, actor: ActorId) {
@@ -354,7 +390,8 @@ impl Session {
         for s in &mut st.subscribers {
             if !s.announced {
                 s.announced = true;
-                fallout.notices.push((s.actor, s.cookie, true));
+                st.notices.push_back((s.actor, s.cookie, true));
+                fallout.notify = true;
             }
         }
         spawn_reader(node.clone(), self.clone(), gen, reader);
@@ -429,7 +466,8 @@ impl Session {
             fallout.failed.push((ev.into_handle(), false));
         }
         for s in st.subscribers.drain(..) {
-            fallout.notices.push((s.actor, s.cookie, false));
+            st.notices.push_back((s.actor, s.cookie, false));
+            fallout.notify = true;
         }
         st.self_id = node.new_session_id();
         st.peer_id = ActorId::EMPTY;
@@ -458,7 +496,8 @@ impl State {
                 s.cookie = cookie;
                 if up && (explicit || !s.announced) {
                     s.announced = true;
-                    fallout.notices.push((actor, cookie, true));
+                    self.notices.push_back((actor, cookie, true));
+                    fallout.notify = true;
                 }
             }
             None => {
@@ -468,7 +507,8 @@ impl State {
                     announced: up,
                 });
                 if up {
-                    fallout.notices.push((actor, cookie, true));
+                    self.notices.push_back((actor, cookie, true));
+                    fallout.notify = true;
                 }
             }
         }

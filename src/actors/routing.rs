@@ -280,3 +280,85 @@ impl SystemInner {
         ScheduleHandle::new(timer, cancelled)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc::{channel, Receiver, Sender};
+    use std::time::Duration;
+
+    use crate::actors::*;
+    use crate::{ActorId, WrappedEnv};
+
+    struct Probe(u32);
+    impl Event for Probe {
+        const EVENT_TYPE: u32 = event_space_begin(ES_USERSPACE) + 901;
+    }
+
+    /// What a recorder got: a probe's number, or an `Undelivered`'s `unsure`.
+    #[derive(Debug, PartialEq)]
+    enum Got {
+        Probe(u32),
+        Undelivered { unsure: bool },
+    }
+
+    struct Recorder(Sender<Got>);
+    impl Actor for Recorder {
+        fn bootstrap(&mut self, ctx: &mut ActorContext<Self>, _: ActorId) {
+            ctx.become_state(Self::on);
+        }
+    }
+    impl Recorder {
+        fn on(&mut self, _: &mut ActorContext<Self>, ev: EventHandle) -> Handled {
+            if let Some(p) = ev.get::<Probe>() {
+                let _ = self.0.send(Got::Probe(p.0));
+            } else if let Some(u) = ev.get::<Undelivered>() {
+                let _ = self.0.send(Got::Undelivered { unsure: u.unsure });
+            } else {
+                return ev.unhandled();
+            }
+            Handled::Yes
+        }
+    }
+
+    fn next(rx: &Receiver<Got>) -> Got {
+        rx.recv_timeout(Duration::from_secs(60)).expect("an event")
+    }
+
+    #[test]
+    fn an_unsure_loss_is_forwarded_or_notified_only_with_generate_unsure_undelivered() {
+        let w = WrappedEnv::new(|_| {}).unwrap();
+        let sys = ActorSystem::start(w.environment(), SystemSetup::new(1)).unwrap();
+        let (to_sender, at_sender) = channel();
+        let (to_target, at_target) = channel();
+        let sender = sys.register(Recorder(to_sender)).unwrap();
+        let target = sys.register(Recorder(to_target)).unwrap();
+        let lost = ActorId::new(2, 5, 0);
+        let track = EventFlags::TRACK_DELIVERY;
+        let unsure = track | EventFlags::GENERATE_UNSURE_UNDELIVERED;
+        let lose = |n: u32, flags: EventFlags, forward: bool| {
+            let h = EventHandle::new(lost, sender, Probe(n)).with_flags(flags);
+            let h = if forward {
+                h.forward_on_nondelivery(target)
+            } else {
+                h
+            };
+            sys.0
+                .not_delivered_as(h, DeadLetterReason::Disconnected, true);
+        };
+        // It may have been delivered and did not ask: neither forwarded nor notified.
+        lose(1, track, true);
+        lose(2, track, false);
+        // It asked: forwarded (3), or notified as unsure (4).
+        lose(3, unsure, true);
+        lose(4, unsure, false);
+        // The target's first event is probe 3 (probe 1, sent before it, did not come).
+        assert_eq!(next(&at_target), Got::Probe(3));
+        assert_eq!(next(&at_sender), Got::Undelivered { unsure: true });
+        let stats = sys.stats();
+        assert_eq!(
+            (stats.dead_letters, stats.forwarded, stats.undelivered),
+            (3, 1, 1)
+        );
+        w.stop_then_join().unwrap();
+    }
+}

@@ -130,7 +130,8 @@ impl fmt::Debug for MessageType {
 /// One message instance in flight, type-erased.
 ///
 /// Cloning is cheap (one reference count): every receiver of an immutable message shares one
-/// payload. Custom mboxes receive and forward `Message`s; agents see the typed payload in
+/// payload. A *signal* — a message type with no data and no `Drop` (a unit struct) — costs
+/// no allocation: each thread keeps one shared payload per signal type and hands it out. Custom mboxes receive and forward `Message`s; agents see the typed payload in
 /// their handlers.
 ///
 /// # Examples
@@ -143,16 +144,19 @@ impl fmt::Debug for MessageType {
 /// ```
 #[derive(Clone)]
 pub struct Message {
-    // Only the `TypeId` is kept inline (handler lookup needs it on every delivery); the name
-    // and mutability sit behind the payload's vtable. A message is 32 bytes, and it is moved
-    // several times per hop: the 56-byte version showed in the profile.
-    id: TypeId,
+    // One fat pointer (16 bytes): the `TypeId` comes from the payload's vtable. A queued
+    // message is a 32-byte demand (agent key, mbox id, this), so a backlog costs 32 bytes
+    // per message plus the payload's allocation (none for a signal). Keeping the `TypeId`
+    // inline made it 48 bytes, and the backlog's memory showed in the pipeline profile
+    // (page faults and cache misses), more than the indirect call costs.
     payload: Arc<dyn Payload>,
 }
 
 /// A payload that knows its message type.
 trait Payload: Send + Sync + 'static {
     fn message_type(&self) -> MessageType;
+    /// `message_type().type_id()`, without the rest.
+    fn message_type_id(&self) -> TypeId;
     fn as_any(&self) -> &dyn Any;
     /// The envelope and the message inside it, for an enveloped message.
     #[inline]
@@ -218,6 +222,9 @@ impl<E: Envelope> Payload for Enveloped<E> {
     fn message_type(&self) -> MessageType {
         self.inner.message_type()
     }
+    fn message_type_id(&self) -> TypeId {
+        self.inner.type_id()
+    }
     fn as_any(&self) -> &dyn Any {
         self
     }
@@ -233,6 +240,10 @@ impl<T: Send + Sync + 'static> Payload for Shared<T> {
     fn message_type(&self) -> MessageType {
         MessageType::of::<T>()
     }
+    #[inline]
+    fn message_type_id(&self) -> TypeId {
+        TypeId::of::<T>()
+    }
     fn as_any(&self) -> &dyn Any {
         self
     }
@@ -245,6 +256,9 @@ impl<T: Send + 'static> Payload for MutableSlot<T> {
     fn message_type(&self) -> MessageType {
         MessageType::of_mutable::<T>()
     }
+    fn message_type_id(&self) -> TypeId {
+        TypeId::of::<Mutable<T>>()
+    }
     fn as_any(&self) -> &dyn Any {
         self
     }
@@ -252,10 +266,17 @@ impl<T: Send + 'static> Payload for MutableSlot<T> {
 
 impl Message {
     /// Wraps an immutable message.
+    ///
+    /// A signal (a type of size zero without `Drop`) is not allocated: the thread's shared
+    /// payload for its type is used.
     #[inline]
     pub fn new<T: Send + Sync + 'static>(value: T) -> Self {
+        if std::mem::size_of::<T>() == 0 && !std::mem::needs_drop::<T>() {
+            return Message {
+                payload: signal_payload(value),
+            };
+        }
         Message {
-            id: TypeId::of::<T>(),
             payload: Arc::new(Shared(value)),
         }
     }
@@ -263,7 +284,6 @@ impl Message {
     /// Wraps a mutable message: its type is `Mutable<T>` and one receiver takes the value.
     pub fn new_mutable<T: Send + 'static>(value: T) -> Self {
         Message {
-            id: TypeId::of::<Mutable<T>>(),
             payload: Arc::new(MutableSlot(Mutex::new(Some(value)))),
         }
     }
@@ -272,7 +292,6 @@ impl Message {
     /// delivered like it; see [`Envelope`].
     pub fn enveloped<E: Envelope>(inner: Message, envelope: E) -> Self {
         Message {
-            id: inner.id,
             payload: Arc::new(Enveloped { inner, envelope }),
         }
     }
@@ -315,7 +334,7 @@ impl Message {
     /// The `TypeId` of [`message_type`](Self::message_type), without the rest.
     #[inline]
     pub fn type_id(&self) -> TypeId {
-        self.id
+        self.payload.message_type_id()
     }
 
     /// The payload of an immutable message of type `T`; `None` for any other type, for
@@ -365,6 +384,43 @@ impl Message {
     }
 }
 
+/// Signal types a thread keeps a shared payload for; others are allocated per message.
+const SIGNAL_TYPES_PER_THREAD: usize = 64;
+
+thread_local! {
+    /// This thread's shared payloads of signals, by type (a short list: programs have few
+    /// signal types, and a linear scan of a few entries beats hashing).
+    static SIGNALS: std::cell::RefCell<Vec<(TypeId, Arc<dyn Payload>)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The shared payload of signal type `T` (size zero, no `Drop`): every message of it is
+/// the same value, so sharing one payload is indistinguishable from allocating one per
+/// message, and costs a reference count instead of an allocation.
+#[inline]
+fn signal_payload<T: Send + Sync + 'static>(value: T) -> Arc<dyn Payload> {
+    let id = TypeId::of::<T>();
+    let cached = SIGNALS.try_with(|s| {
+        let s = s.borrow();
+        if let Some((_, p)) = s.iter().find(|(t, _)| *t == id) {
+            return Ok(p.clone());
+        }
+        Err(s.len() < SIGNAL_TYPES_PER_THREAD)
+    });
+    match cached {
+        Ok(Ok(p)) => p,
+        Ok(Err(room)) => {
+            let p: Arc<dyn Payload> = Arc::new(Shared(value));
+            if room {
+                SIGNALS.with_borrow_mut(|s| s.push((id, p.clone())));
+            }
+            p
+        }
+        // The thread is going away (a send from a thread-local destructor).
+        Err(_) => Arc::new(Shared(value)),
+    }
+}
+
 impl fmt::Debug for Message {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Message")
@@ -396,6 +452,34 @@ mod tests {
             MessageType::of_mutable::<String>(),
             MessageType::of::<String>()
         );
+    }
+
+    #[test]
+    fn a_signal_is_a_shared_payload_and_data_is_not() {
+        #[derive(Debug, PartialEq)]
+        struct Tick;
+        let (a, b) = (Message::new(Tick), Message::new(Tick));
+        assert!(
+            Arc::ptr_eq(&a.payload, &b.payload),
+            "one payload per thread"
+        );
+        assert_eq!(a.type_id(), TypeId::of::<Tick>());
+        assert_eq!(b.downcast_ref::<Tick>(), Some(&Tick));
+        // Another signal type has its own payload; a type with data is never shared.
+        struct Tock;
+        let c = Message::new(Tock);
+        assert_eq!(c.type_id(), TypeId::of::<Tock>());
+        assert!(c.downcast_ref::<Tick>().is_none());
+        let (x, y) = (Message::new(1u8), Message::new(1u8));
+        assert!(!Arc::ptr_eq(&x.payload, &y.payload));
+        // A unit struct with `Drop` is not a signal: each message drops its own value.
+        struct Noisy;
+        impl Drop for Noisy {
+            fn drop(&mut self) {}
+        }
+        let (n1, n2) = (Message::new(Noisy), Message::new(Noisy));
+        assert!(!Arc::ptr_eq(&n1.payload, &n2.payload));
+        assert_eq!(std::mem::size_of::<Message>(), 16);
     }
 
     #[test]

@@ -10,7 +10,7 @@ use parking_lot::{Mutex, RwLock};
 use super::fast_types::{self, type_key, FastTypes};
 use super::{AgentId, Priority};
 use crate::coop::CoopInner;
-use crate::dispatcher::{AgentKey, Demand, DemandKind, EventQueue};
+use crate::dispatcher::{AgentKey, Demand, DemandKind, EventQueue, Run};
 use crate::drops::{DropCounters, DropReason};
 use crate::environment::{Environment, WeakEnv};
 use crate::exception::ExceptionReaction;
@@ -175,7 +175,7 @@ pub(crate) type AgentArc = Arc<AgentCore>;
 pub(crate) trait AgentExec: Send + 'static {
     /// Runs one demand on the worker thread; returns `true` after `Finish` (the agent is
     /// done and its executor may be dropped).
-    fn execute(&mut self, core: &AgentArc, kind: &DemandKind) -> bool;
+    fn execute(&mut self, core: &AgentArc, demand: Run<'_>) -> bool;
     /// Runs the agent's `define` hook during registration.
     fn define(&mut self) -> Result<(), crate::agent::DefineError>;
     /// Drops every subscription and filter (a registration that failed).
@@ -238,7 +238,7 @@ pub(crate) fn push(core: &AgentArc, kind: DemandKind) {
         // A finished agent's queue may outlive it (a stale reference in a custom mbox): do
         // not fill it with demands nobody will run.
         if core.status() != FINISHED {
-            q.push(Demand { key: *key, kind });
+            q.push(Demand::new(*key, kind));
         }
         return;
     }
@@ -246,7 +246,7 @@ pub(crate) fn push(core: &AgentArc, kind: DemandKind) {
     // The agent may have been bound while we waited for the lock.
     if let Some((q, key)) = core.binding.get() {
         drop(pending);
-        q.push(Demand { key: *key, kind });
+        q.push(Demand::new(*key, kind));
     } else {
         pending.push(kind);
     }
@@ -267,16 +267,10 @@ pub(crate) fn activate(
     exec: Box<dyn AgentExec>,
 ) {
     let mut pending = core.pending.lock();
-    queue.push(Demand {
-        key,
-        kind: DemandKind::Bind(core.clone(), exec),
-    });
-    queue.push(Demand {
-        key,
-        kind: DemandKind::Start,
-    });
+    queue.push(Demand::new(key, DemandKind::Bind(core.clone(), exec)));
+    queue.push(Demand::new(key, DemandKind::Start));
     for kind in pending.drain(..) {
-        queue.push(Demand { key, kind });
+        queue.push(Demand::new(key, kind));
     }
     let _ = core.binding.set((queue, key));
 }

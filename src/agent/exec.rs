@@ -12,7 +12,7 @@ use super::context::{TimeLimitExpired, TIME_LIMIT_MBOX};
 use super::core::{AgentArc, AgentExec, ACTIVE, FINISHED};
 use super::subscription::{Action, Handler, SafeFn};
 use super::{Agent, AgentRef, Context, DefineError, State, StateError};
-use crate::dispatcher::DemandKind;
+use crate::dispatcher::Run;
 use crate::drops::DropReason;
 use crate::exception::{self, Failure};
 use crate::mbox::MboxId;
@@ -366,9 +366,9 @@ impl<A: Agent> Inner<A> {
 
 impl<A: Agent> AgentExec for Inner<A> {
     #[inline]
-    fn execute(&mut self, core: &AgentArc, kind: &DemandKind) -> bool {
-        let result = match kind {
-            DemandKind::Message { mbox, msg } => {
+    fn execute(&mut self, core: &AgentArc, demand: Run<'_>) -> bool {
+        let result = match demand {
+            Run::Message { mbox, msg } => {
                 if let Some(limits) = core.limits.get() {
                     limits.release(msg.type_id());
                 }
@@ -377,19 +377,19 @@ impl<A: Agent> AgentExec for Inner<A> {
                     trace::emit(&core.trace, || {
                         TraceRecord::new(TraceEvent::DroppedAtDeregistration)
                             .agent(core.id)
-                            .mbox(*mbox)
+                            .mbox(mbox)
                             .msg(msg.message_type())
                     });
                     return false; // deregistering or finished: dropped
                 }
-                self.guarded(|inner| inner.handle_message(*mbox, msg))
+                self.guarded(|inner| inner.handle_message(mbox, msg))
             }
-            DemandKind::Start => self.guarded(|inner| {
+            Run::Start => self.guarded(|inner| {
                 let Inner { agent, ctx, .. } = inner;
                 agent.on_start(ctx);
                 inner.apply_pending()
             }),
-            DemandKind::Finish => {
+            Run::Finish => {
                 let result = self.guarded(|inner| {
                     let Inner { agent, ctx, .. } = inner;
                     agent.on_finish(ctx);
@@ -421,11 +421,12 @@ impl<A: Agent> AgentExec for Inner<A> {
                 }
                 return true;
             }
-            DemandKind::Bind(..) => unreachable!("the worker's table takes Bind demands"),
+            // The worker's table takes `Bind` demands; nothing to run.
+            Run::Bind => return false,
         };
         if let Err(failure) = result {
-            let during = match kind {
-                DemandKind::Start => "on_start",
+            let during = match demand {
+                Run::Start => "on_start",
                 _ => "a handler",
             };
             exception::react(core, failure, during);
@@ -454,8 +455,8 @@ impl<A: Agent> AgentExec for Inner<A> {
 pub(crate) struct ThreadSafeExec<A: Agent + Sync>(pub(crate) Arc<RwLock<Inner<A>>>);
 
 impl<A: Agent + Sync> AgentExec for ThreadSafeExec<A> {
-    fn execute(&mut self, core: &AgentArc, kind: &DemandKind) -> bool {
-        self.0.write().execute(core, kind)
+    fn execute(&mut self, core: &AgentArc, demand: Run<'_>) -> bool {
+        self.0.write().execute(core, demand)
     }
 
     fn define(&mut self) -> Result<(), DefineError> {
@@ -475,16 +476,16 @@ impl<A: Agent + Sync> AgentExec for ThreadSafeExec<A> {
 pub(crate) trait SharedExec: Send + Sync {
     /// Whether the demand would run a thread-safe handler. Only asked while no exclusive
     /// demand of the agent runs, so the answer holds until the demand starts.
-    fn is_thread_safe(&self, core: &AgentArc, kind: &DemandKind) -> bool;
+    fn is_thread_safe(&self, core: &AgentArc, demand: Run<'_>) -> bool;
     /// Runs a demand `is_thread_safe` said yes to, in parallel with others like it.
-    fn execute_shared(&self, core: &AgentArc, kind: &DemandKind);
+    fn execute_shared(&self, core: &AgentArc, demand: Run<'_>);
 }
 
 struct SharedView<A: Agent + Sync>(Arc<RwLock<Inner<A>>>);
 
 impl<A: Agent + Sync> Inner<A> {
-    fn safe_slot(&self, core: &AgentArc, kind: &DemandKind) -> Option<usize> {
-        let DemandKind::Message { mbox, msg } = kind else {
+    fn safe_slot(&self, core: &AgentArc, demand: &Run<'_>) -> Option<usize> {
+        let Run::Message { mbox, msg } = demand else {
             return None;
         };
         if core.status() != ACTIVE {
@@ -502,22 +503,22 @@ impl<A: Agent + Sync> Inner<A> {
 }
 
 impl<A: Agent + Sync> SharedExec for SharedView<A> {
-    fn is_thread_safe(&self, core: &AgentArc, kind: &DemandKind) -> bool {
+    fn is_thread_safe(&self, core: &AgentArc, demand: Run<'_>) -> bool {
         // Recursive: a thread-safe handler sending to its own agent asks this while it
         // holds a read lock itself.
-        self.0.read_recursive().safe_slot(core, kind).is_some()
+        self.0.read_recursive().safe_slot(core, &demand).is_some()
     }
 
-    fn execute_shared(&self, core: &AgentArc, kind: &DemandKind) {
-        if let (Some(limits), DemandKind::Message { msg, .. }) = (core.limits.get(), kind) {
+    fn execute_shared(&self, core: &AgentArc, demand: Run<'_>) {
+        if let (Some(limits), Run::Message { msg, .. }) = (core.limits.get(), &demand) {
             limits.release(msg.type_id());
         }
         let inner = self.0.read_recursive();
-        let (Some(slot), DemandKind::Message { msg, mbox }) = (inner.safe_slot(core, kind), kind)
+        let (Some(slot), Run::Message { msg, mbox }) = (inner.safe_slot(core, &demand), demand)
         else {
             return;
         };
-        let outcome = catch_unwind(AssertUnwindSafe(|| inner.call_safe(slot, *mbox, msg)));
+        let outcome = catch_unwind(AssertUnwindSafe(|| inner.call_safe(slot, mbox, msg)));
         drop(inner);
         if let Err(payload) = outcome {
             exception::react(

@@ -64,7 +64,7 @@ use super::one_thread::quantity;
 use super::pool::{thread_count, ReadyQueue, Workers};
 use super::{
     common_builder_methods, AgentKey, BindError, Binder, BinderImpl, BuildError, CommonParams,
-    Demand, DemandKind, DispatcherHandle, EventQueue,
+    Demand, DispatcherHandle, EventQueue,
 };
 use crate::agent::exec::SharedExec;
 use crate::agent::{AgentArc, AgentExec, AgentRef};
@@ -170,13 +170,11 @@ impl Protocol for Agents {
     type Exec = Exec;
 
     fn is_bind(d: &Demand) -> bool {
-        matches!(d.kind, DemandKind::Bind(..))
+        d.is_bind()
     }
 
     fn bind(d: Demand) -> Option<Exec> {
-        let DemandKind::Bind(core, exec) = d.kind else {
-            return None;
-        };
+        let (core, exec) = d.take_bind()?;
         Some(Exec {
             core,
             shared: exec.shared(),
@@ -187,17 +185,17 @@ impl Protocol for Agents {
     fn is_safe(e: &Exec, d: &Demand) -> bool {
         e.shared
             .as_ref()
-            .is_some_and(|s| s.is_thread_safe(&e.core, &d.kind))
+            .is_some_and(|s| s.is_thread_safe(&e.core, d.run()))
     }
 
     fn run_safe(e: &Exec, d: Demand) {
         if let Some(s) = &e.shared {
-            s.execute_shared(&e.core, &d.kind);
+            s.execute_shared(&e.core, d.run());
         }
     }
 
     fn run_exclusive(e: &Exec, d: Demand) -> bool {
-        e.exclusive.lock().execute(&e.core, &d.kind)
+        e.exclusive.lock().execute(&e.core, d.run())
     }
 
     fn make_ready(&self, q: Arc<Queue>) {

@@ -50,14 +50,32 @@ mod table;
 
 /// One queued execution for one agent, named by its key on the queue's worker (no
 /// reference count per message).
+///
+/// 32 bytes, the same for every kind: a message's mbox id and payload, or a reserved id for
+/// the three control demands. An enum of the kinds was 56 bytes (the compiler cannot fold
+/// the tag into a payload pointer when two variants carry data), and a backlog of small
+/// messages is mostly demands.
 pub(crate) struct Demand {
     pub(crate) key: AgentKey,
-    pub(crate) kind: DemandKind,
+    /// The message's mbox, or one of the reserved ids `BIND`, `START`, `FINISH`.
+    mbox: MboxId,
+    msg: Message,
 }
 
+/// Reserved mbox ids of the control demands (mbox ids count up from 1 and never get near).
+const BIND: MboxId = MboxId(u64::MAX);
+const START: MboxId = MboxId(u64::MAX - 1);
+const FINISH: MboxId = MboxId(u64::MAX - 2);
+
+/// The payload of the control signals (shared, never allocated per demand).
+struct Control;
+
+/// What a `Bind` demand hands to the worker. Taken once, by the worker.
+struct Handoff(parking_lot::Mutex<Option<(AgentArc, Box<dyn AgentExec>)>>);
+
+/// What a demand asks for, to be queued.
 pub(crate) enum DemandKind {
     /// The agent's executor moves to the worker: always the first demand of an agent.
-    /// (Inline: it is no bigger than a message, and a box cost one allocation per agent.)
     Bind(AgentArc, Box<dyn AgentExec>),
     /// `on_start`: always the first demand an agent handles.
     Start,
@@ -65,6 +83,61 @@ pub(crate) enum DemandKind {
     Finish,
     /// A message from mbox `mbox`.
     Message { mbox: MboxId, msg: Message },
+}
+
+/// What a demand asks for, as the worker runs it (`Bind` is taken by the worker's table).
+pub(crate) enum Run<'a> {
+    /// Never run by an executor: the worker's table takes it.
+    Bind,
+    Start,
+    Finish,
+    Message {
+        mbox: MboxId,
+        msg: &'a Message,
+    },
+}
+
+impl Demand {
+    #[inline]
+    pub(crate) fn new(key: AgentKey, kind: DemandKind) -> Demand {
+        let (mbox, msg) = match kind {
+            DemandKind::Message { mbox, msg } => (mbox, msg),
+            DemandKind::Start => (START, Message::new(Control)),
+            DemandKind::Finish => (FINISH, Message::new(Control)),
+            DemandKind::Bind(core, exec) => (
+                BIND,
+                Message::new(Handoff(parking_lot::Mutex::new(Some((core, exec))))),
+            ),
+        };
+        Demand { key, mbox, msg }
+    }
+
+    #[inline]
+    pub(crate) fn is_bind(&self) -> bool {
+        self.mbox == BIND
+    }
+
+    /// The agent and executor of a `Bind` demand; `None` for any other demand.
+    pub(crate) fn take_bind(&self) -> Option<(AgentArc, Box<dyn AgentExec>)> {
+        if !self.is_bind() {
+            return None;
+        }
+        self.msg.downcast_ref::<Handoff>()?.0.lock().take()
+    }
+
+    /// What the demand asks the agent for.
+    #[inline]
+    pub(crate) fn run(&self) -> Run<'_> {
+        match self.mbox {
+            BIND => Run::Bind,
+            START => Run::Start,
+            FINISH => Run::Finish,
+            mbox => Run::Message {
+                mbox,
+                msg: &self.msg,
+            },
+        }
+    }
 }
 
 /// A queue a dispatcher gives to each bound agent.

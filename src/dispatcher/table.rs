@@ -12,7 +12,7 @@
 
 use parking_lot::Mutex;
 
-use super::{Demand, DemandKind};
+use super::Demand;
 use crate::agent::{AgentArc, AgentExec};
 
 /// Slot and generation of an agent on its worker.
@@ -89,9 +89,12 @@ impl AgentTable {
     /// Runs one demand.
     #[inline]
     pub(crate) fn run(&mut self, demand: Demand) {
-        let Demand { key, kind } = demand;
+        let key = demand.key;
         let slot = key.slot as usize;
-        if let DemandKind::Bind(core, exec) = kind {
+        if demand.is_bind() {
+            let Some((core, exec)) = demand.take_bind() else {
+                return;
+            };
             if slot >= self.slots.len() {
                 // Grown by half, not doubled: a table per cooperation queue is common
                 // (thread pools), and a million agents felt the doubling.
@@ -106,7 +109,7 @@ impl AgentTable {
         }
         let finished = match self.slots.get_mut(slot) {
             Some(Some((generation, core, exec))) if *generation == key.generation => {
-                exec.execute(core, &kind)
+                exec.execute(core, demand.run())
             }
             // The agent has finished (or the slot has a new occupant): dropped.
             _ => false,

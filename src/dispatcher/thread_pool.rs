@@ -62,7 +62,7 @@ use super::one_thread::quantity;
 use super::pool::{thread_count, ReadyQueue, Workers};
 use super::{
     common_builder_methods, AgentKey, AgentTable, BindError, Binder, BinderImpl, BuildError,
-    CommonParams, Demand, DemandKind, DispatcherHandle, EventQueue, Fifo, KeyAllocator,
+    CommonParams, Demand, DispatcherHandle, EventQueue, Fifo, KeyAllocator,
 };
 use crate::agent::AgentRef;
 use crate::stats::{Quantity, SourceReg, StatsSource};
@@ -203,7 +203,7 @@ impl Shared {
                         }
                     }
                 };
-                if !matches!(next.kind, DemandKind::Bind(..)) {
+                if !next.is_bind() {
                     budget -= 1;
                 }
                 match activity {

@@ -158,6 +158,8 @@ trait Payload: Send + Sync + 'static {
     /// `message_type().type_id()`, without the rest.
     fn message_type_id(&self) -> TypeId;
     fn as_any(&self) -> &dyn Any;
+    /// The payload as `Any`, still shared (to take a [`Carried`] value back).
+    fn into_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
     /// The envelope and the message inside it, for an enveloped message.
     #[inline]
     fn envelope(&self) -> Option<(&dyn Envelope, &Message)> {
@@ -228,8 +230,31 @@ impl<E: Envelope> Payload for Enveloped<E> {
     fn as_any(&self) -> &dyn Any {
         self
     }
+    fn into_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {
+        self
+    }
     fn envelope(&self) -> Option<(&dyn Envelope, &Message)> {
         Some((&self.envelope, &self.inner))
+    }
+}
+
+/// A value the runtime itself sends in a message, already behind an `Arc`: the message
+/// points at it as it is, with no wrapper and no allocation. Only the runtime's control
+/// demands use it (a handler never sees one).
+pub(crate) trait Carried: Send + Sync + 'static {}
+
+impl<T: Carried> Payload for T {
+    fn message_type(&self) -> MessageType {
+        MessageType::named::<T>()
+    }
+    fn message_type_id(&self) -> TypeId {
+        TypeId::of::<T>()
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn into_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {
+        self
     }
 }
 
@@ -247,6 +272,9 @@ impl<T: Send + Sync + 'static> Payload for Shared<T> {
     fn as_any(&self) -> &dyn Any {
         self
     }
+    fn into_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {
+        self
+    }
 }
 
 /// A mutable payload: taken exactly once by its one receiver.
@@ -260,6 +288,9 @@ impl<T: Send + 'static> Payload for MutableSlot<T> {
         TypeId::of::<Mutable<T>>()
     }
     fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn into_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {
         self
     }
 }
@@ -294,6 +325,19 @@ impl Message {
         Message {
             payload: Arc::new(Enveloped { inner, envelope }),
         }
+    }
+
+    /// A message whose payload is `value` itself (see [`Carried`]).
+    pub(crate) fn carrying<T: Carried>(value: Arc<T>) -> Self {
+        Message { payload: value }
+    }
+
+    /// The value of a message made by [`carrying`](Self::carrying) a `T`.
+    pub(crate) fn carried<T: Carried>(&self) -> Option<Arc<T>> {
+        if !self.payload.as_any().is::<T>() {
+            return None;
+        }
+        self.payload.clone().into_any().downcast::<T>().ok()
     }
 
     /// Whether this message travels in an envelope.

@@ -29,6 +29,7 @@ mod protocol;
 use std::fmt;
 use std::sync::{Arc, Weak};
 
+use smallvec::SmallVec;
 use thiserror::Error;
 
 pub(crate) use protocol::{register, CoopInner};
@@ -60,7 +61,8 @@ pub enum DeregReason {
 /// are dropped too.
 pub struct Coop {
     pub(crate) env: Environment,
-    pub(crate) agents: Vec<(AgentArc, Box<dyn AgentExec>, Option<Binder>)>,
+    /// Inline for the common one-agent coop (no allocation for the list).
+    pub(crate) agents: SmallVec<[(AgentArc, Box<dyn AgentExec>, Option<Binder>); 1]>,
     pub(crate) parent: Option<CoopHandle>,
     pub(crate) binder: Option<Binder>,
     pub(crate) reaction: ExceptionReaction,
@@ -72,7 +74,7 @@ impl Coop {
     pub(crate) fn new(env: Environment, parent: Option<CoopHandle>) -> Self {
         Coop {
             env,
-            agents: Vec::new(),
+            agents: SmallVec::new(),
             parent,
             binder: None,
             reaction: ExceptionReaction::Inherit,

@@ -70,9 +70,6 @@ const FINISH: MboxId = MboxId(u64::MAX - 2);
 /// The payload of the control signals (shared, never allocated per demand).
 struct Control;
 
-/// What a `Bind` demand hands to the worker. Taken once, by the worker.
-struct Handoff(parking_lot::Mutex<Option<(AgentArc, Box<dyn AgentExec>)>>);
-
 /// What a demand asks for, to be queued.
 pub(crate) enum DemandKind {
     /// The agent's executor moves to the worker: always the first demand of an agent.
@@ -104,10 +101,12 @@ impl Demand {
             DemandKind::Message { mbox, msg } => (mbox, msg),
             DemandKind::Start => (START, Message::new(Control)),
             DemandKind::Finish => (FINISH, Message::new(Control)),
-            DemandKind::Bind(core, exec) => (
-                BIND,
-                Message::new(Handoff(parking_lot::Mutex::new(Some((core, exec))))),
-            ),
+            // The executor waits in the core, and the message is the core itself: binding
+            // allocates nothing.
+            DemandKind::Bind(core, exec) => {
+                core.hand_over(exec);
+                (BIND, Message::carrying(core))
+            }
         };
         Demand { key, mbox, msg }
     }
@@ -122,7 +121,9 @@ impl Demand {
         if !self.is_bind() {
             return None;
         }
-        self.msg.downcast_ref::<Handoff>()?.0.lock().take()
+        let core: AgentArc = self.msg.carried()?;
+        let exec = core.take_over()?;
+        Some((core, exec))
     }
 
     /// What the demand asks the agent for.

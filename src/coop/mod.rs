@@ -55,6 +55,9 @@ pub enum DeregReason {
     User(u32),
 }
 
+/// An agent added to a coop, with the binder it was added with (if any).
+pub(crate) type Candidate = (AgentArc, Box<dyn AgentExec>, Option<Binder>);
+
 /// A coop being put together: add agents, set options, then register it with
 /// [`Environment::register_coop`] (or build it inside
 /// [`Environment::introduce_coop`]). Agents added to a coop that is dropped unregistered
@@ -62,7 +65,7 @@ pub enum DeregReason {
 pub struct Coop {
     pub(crate) env: Environment,
     /// Inline for the common one-agent coop (no allocation for the list).
-    pub(crate) agents: SmallVec<[(AgentArc, Box<dyn AgentExec>, Option<Binder>); 1]>,
+    pub(crate) agents: SmallVec<[Candidate; 1]>,
     pub(crate) parent: Option<CoopHandle>,
     pub(crate) binder: Option<Binder>,
     pub(crate) reaction: ExceptionReaction,

@@ -50,9 +50,11 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use smallvec::SmallVec;
 
-use super::{Coop, CoopDeregistered, CoopHandle, CoopRegistered, DeregReason, RegisterError};
+use super::{
+    Candidate, Coop, CoopDeregistered, CoopHandle, CoopRegistered, DeregReason, RegisterError,
+};
 use crate::agent::core::{push, ACTIVE, DEREGISTERING};
-use crate::agent::{activate, AgentArc, AgentExec, AgentRef};
+use crate::agent::{activate, AgentArc, AgentRef};
 use crate::dispatcher::{AgentKey, Binder, DemandKind};
 use crate::environment::{Environment, WeakEnv};
 use crate::exception::ExceptionReaction;
@@ -237,9 +239,7 @@ fn send_dereg_notices(handle: &CoopHandle, notify: Vec<Mbox>, reason: DeregReaso
     }
 }
 
-/// An agent being registered, with its binder (resolved before step 1, so always set).
-type Candidate = (AgentArc, Box<dyn AgentExec>, Option<Binder>);
-
+/// The binder of an agent being registered (resolved before step 1, so always set).
 fn binder(b: &Option<Binder>) -> &Binder {
     b.as_ref()
         .unwrap_or_else(|| unreachable!("binders are resolved first"))

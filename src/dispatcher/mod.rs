@@ -126,6 +126,12 @@ impl Demand {
         Some((core, exec))
     }
 
+    /// Done with the demand: its message's payload may be reused (see `Message::recycle`).
+    #[inline]
+    pub(crate) fn recycle(self) {
+        self.msg.recycle();
+    }
+
     /// What the demand asks the agent for.
     #[inline]
     pub(crate) fn run(&self) -> Run<'_> {

@@ -114,6 +114,7 @@ impl AgentTable {
             // The agent has finished (or the slot has a new occupant): dropped.
             _ => false,
         };
+        demand.recycle();
         if finished {
             // The user's agent is dropped here, on its worker, after its last demand.
             let entry = self.slots[slot].take();

@@ -59,16 +59,15 @@ pub(crate) struct Demand {
     pub(crate) key: AgentKey,
     /// The message's mbox, or one of the reserved ids `BIND`, `START`, `FINISH`.
     mbox: MboxId,
-    msg: Message,
+    /// The message; for `Bind`, the agent's core; nothing for `Start` and `Finish` (an
+    /// empty `Option` of a pointer takes no room of its own).
+    msg: Option<Message>,
 }
 
 /// Reserved mbox ids of the control demands (mbox ids count up from 1 and never get near).
 const BIND: MboxId = MboxId(u64::MAX);
 const START: MboxId = MboxId(u64::MAX - 1);
 const FINISH: MboxId = MboxId(u64::MAX - 2);
-
-/// The payload of the control signals (shared, never allocated per demand).
-struct Control;
 
 /// What a demand asks for, to be queued.
 pub(crate) enum DemandKind {
@@ -98,14 +97,14 @@ impl Demand {
     #[inline]
     pub(crate) fn new(key: AgentKey, kind: DemandKind) -> Demand {
         let (mbox, msg) = match kind {
-            DemandKind::Message { mbox, msg } => (mbox, msg),
-            DemandKind::Start => (START, Message::new(Control)),
-            DemandKind::Finish => (FINISH, Message::new(Control)),
+            DemandKind::Message { mbox, msg } => (mbox, Some(msg)),
+            DemandKind::Start => (START, None),
+            DemandKind::Finish => (FINISH, None),
             // The executor waits in the core, and the message is the core itself: binding
             // allocates nothing.
             DemandKind::Bind(core, exec) => {
                 core.hand_over(exec);
-                (BIND, Message::carrying(core))
+                (BIND, Some(Message::carrying(core)))
             }
         };
         Demand { key, mbox, msg }
@@ -121,7 +120,7 @@ impl Demand {
         if !self.is_bind() {
             return None;
         }
-        let core: AgentArc = self.msg.carried()?;
+        let core: AgentArc = self.msg.as_ref()?.carried()?;
         let exec = core.take_over()?;
         Some((core, exec))
     }
@@ -129,20 +128,19 @@ impl Demand {
     /// Done with the demand: its message's payload may be reused (see `Message::recycle`).
     #[inline]
     pub(crate) fn recycle(self) {
-        self.msg.recycle();
+        if let Some(msg) = self.msg {
+            msg.recycle();
+        }
     }
 
     /// What the demand asks the agent for.
     #[inline]
     pub(crate) fn run(&self) -> Run<'_> {
-        match self.mbox {
-            BIND => Run::Bind,
-            START => Run::Start,
-            FINISH => Run::Finish,
-            mbox => Run::Message {
-                mbox,
-                msg: &self.msg,
-            },
+        match (&self.msg, self.mbox) {
+            (Some(msg), mbox) if mbox != BIND => Run::Message { mbox, msg },
+            (_, START) => Run::Start,
+            (_, FINISH) => Run::Finish,
+            _ => Run::Bind,
         }
     }
 }
@@ -401,3 +399,44 @@ macro_rules! common_builder_methods {
     };
 }
 pub(crate) use common_builder_methods;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A backlog of small messages is mostly demands: their size is the bytes per queued
+    /// message the `queued_bytes_per_msg` benchmark measures.
+    #[test]
+    fn a_demand_is_32_bytes_whatever_its_kind() {
+        assert_eq!(std::mem::size_of::<Demand>(), 32);
+        let key = AgentKey::single();
+        for kind in [DemandKind::Start, DemandKind::Finish] {
+            let d = Demand::new(key, kind);
+            assert!(!d.is_bind());
+            assert!(d.take_bind().is_none());
+        }
+        assert!(matches!(
+            Demand::new(key, DemandKind::Start).run(),
+            Run::Start
+        ));
+        assert!(matches!(
+            Demand::new(key, DemandKind::Finish).run(),
+            Run::Finish
+        ));
+        let msg = Message::new(7u32);
+        let d = Demand::new(
+            key,
+            DemandKind::Message {
+                mbox: MboxId(42),
+                msg,
+            },
+        );
+        match d.run() {
+            Run::Message { mbox, msg } => {
+                assert_eq!(mbox, MboxId(42));
+                assert_eq!(msg.downcast_ref::<u32>(), Some(&7));
+            }
+            _ => panic!("a message demand runs as a message"),
+        }
+    }
+}

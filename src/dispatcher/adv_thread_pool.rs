@@ -237,4 +237,9 @@ impl BinderImpl for AdvBinder {
     fn unbind(&self, agent: &AgentRef, _key: AgentKey) {
         self.core.queues.lock().remove(&agent.id().as_u64());
     }
+
+    /// Unbinding releases a key (and maybe a queue): never waits for a thread.
+    fn unbinds_anywhere(&self) -> bool {
+        true
+    }
 }

@@ -160,8 +160,15 @@ pub(crate) trait BinderImpl: Send + Sync {
     fn undo_preallocation(&self, agent: &AgentRef);
     /// Binds the agent: returns the queue its demands go to and its key there. Cannot fail.
     fn bind(&self, agent: &AgentRef) -> (Arc<dyn EventQueue>, AgentKey);
-    /// Called once after the agent's `on_finish`, off the dispatcher's own threads.
+    /// Called once after the agent's `on_finish`: on the environment's finalizer thread,
+    /// or, if [`unbinds_anywhere`](Self::unbinds_anywhere), possibly on one of the
+    /// dispatcher's own threads.
     fn unbind(&self, agent: &AgentRef, key: AgentKey);
+    /// Whether `unbind` may run on any thread, the dispatcher's own included: it never
+    /// joins or waits for a thread. Binders that keep a thread per agent or group say no.
+    fn unbinds_anywhere(&self) -> bool {
+        false
+    }
 }
 
 /// Binds agents to the dispatcher it was made from; give it to a coop.

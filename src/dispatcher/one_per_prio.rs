@@ -116,4 +116,9 @@ impl BinderImpl for LaneBinder {
     fn unbind(&self, agent: &AgentRef, key: AgentKey) {
         self.lanes.lanes[agent.priority().index()].keys.release(key);
     }
+
+    /// Unbinding releases a key (and maybe a queue): never waits for a thread.
+    fn unbinds_anywhere(&self) -> bool {
+        true
+    }
 }

@@ -108,4 +108,9 @@ impl BinderImpl for OneThreadBinder {
     fn unbind(&self, _agent: &AgentRef, key: AgentKey) {
         self.core.keys.release(key);
     }
+
+    /// Unbinding releases a key (and maybe a queue): never waits for a thread.
+    fn unbinds_anywhere(&self) -> bool {
+        true
+    }
 }

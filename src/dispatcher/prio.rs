@@ -244,4 +244,9 @@ impl BinderImpl for PrioBinder {
     fn unbind(&self, _agent: &AgentRef, key: AgentKey) {
         self.core.shared.keys.release(key);
     }
+
+    /// Unbinding releases a key (and maybe a queue): never waits for a thread.
+    fn unbinds_anywhere(&self) -> bool {
+        true
+    }
 }

@@ -371,4 +371,9 @@ impl BinderImpl for PoolBinder {
             }
         }
     }
+
+    /// Unbinding releases a key (and maybe a queue): never waits for a thread.
+    fn unbinds_anywhere(&self) -> bool {
+        true
+    }
 }

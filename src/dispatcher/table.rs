@@ -71,6 +71,11 @@ impl KeyAllocator {
         });
     }
 
+    /// Slots handed out so far (the highest slot in use, plus one, at most).
+    pub(crate) fn slots(&self) -> usize {
+        self.state.lock().next_slot as usize
+    }
+
     /// Agents bound now.
     pub(crate) fn live(&self) -> usize {
         self.state.lock().live
@@ -86,6 +91,14 @@ pub(crate) struct AgentTable {
 }
 
 impl AgentTable {
+    /// Makes room for `n` slots at once (a queue that knows how many agents were bound to
+    /// it: one allocation instead of a growth per agent).
+    pub(crate) fn reserve_slots(&mut self, n: usize) {
+        if n > self.slots.capacity() {
+            self.slots.reserve_exact(n - self.slots.len());
+        }
+    }
+
     /// Runs one demand.
     #[inline]
     pub(crate) fn run(&mut self, demand: Demand) {
@@ -96,12 +109,14 @@ impl AgentTable {
                 return;
             };
             if slot >= self.slots.len() {
-                // Grown by half, not doubled: a table per cooperation queue is common
-                // (thread pools), and a million agents felt the doubling.
-                let want = (slot + 1)
-                    .max(self.slots.len() + self.slots.len() / 2)
-                    .max(4);
-                self.slots.reserve_exact(want - self.slots.len());
+                if slot >= self.slots.capacity() {
+                    // Grown by half, not doubled: a table per cooperation queue is common
+                    // (thread pools), and a million agents felt the doubling.
+                    let want = (slot + 1)
+                        .max(self.slots.len() + self.slots.len() / 2)
+                        .max(4);
+                    self.slots.reserve_exact(want - self.slots.len());
+                }
                 self.slots.resize_with(slot + 1, || None);
             }
             self.slots[slot] = Some((key.generation, core, exec));

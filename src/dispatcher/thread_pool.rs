@@ -203,7 +203,13 @@ impl Shared {
                         }
                     }
                 };
-                if !next.is_bind() {
+                if next.is_bind() {
+                    // Every agent of a coop is bound before the first `Bind` is queued:
+                    // the table is sized for all of them at once, by this thread (growing
+                    // it per agent reallocated memory another thread had allocated, and
+                    // the two threads then fought over the allocator's lock: skynet).
+                    table.reserve_slots(q.keys.slots());
+                } else {
                     budget -= 1;
                 }
                 match activity {
@@ -277,6 +283,8 @@ impl StatsSource for Core {
 struct Inbox {
     demands: VecDeque<Demand>,
     scheduled: bool,
+    /// The first push has sized the queue for its registration burst.
+    sized: bool,
 }
 
 impl Inbox {
@@ -302,6 +310,12 @@ impl EventQueue for AgentQueue {
     fn push(&self, demand: Demand) {
         let schedule = {
             let mut inbox = self.inbox.lock();
+            if !inbox.sized {
+                // A fresh queue: room for a `Bind` and a `Start` per agent bound to it, in
+                // one allocation (a registration queues them in a burst).
+                inbox.sized = true;
+                inbox.demands.reserve((2 * self.keys.slots()).max(4));
+            }
             inbox.demands.push_back(demand);
             !std::mem::replace(&mut inbox.scheduled, true)
         };

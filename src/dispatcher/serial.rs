@@ -13,9 +13,9 @@
 //!    pushed from another thread before a local push (for example the `on_start` demand of
 //!    an agent registered from another thread, which a handler here then messages) runs
 //!    before it.
-//! 3. The worker runs the local deque in rounds (what it held when the round began) and
-//!    looks at the channel between rounds, so a local ping-pong cannot starve senders on
-//!    other threads.
+//! 3. The worker runs the local deque in bursts (at most `BURST` demands) and looks at
+//!    the channel between bursts, so a local ping-pong cannot starve senders on other
+//!    threads.
 //!
 //! # Races
 //!
@@ -59,8 +59,8 @@ pub(crate) struct SerialQueue {
     rx: Receiver<Cmd>,
     /// Commands sent to the channel and not yet taken (see [`ChannelCount`]).
     in_channel: ChannelCount,
-    /// Length of the worker's current round when it began (a plain store per round, for
-    /// stats only).
+    /// Length of the worker's local deque when its current burst began (a plain store per
+    /// burst, for stats only).
     round_len: StdAtomicUsize,
     /// Present when the dispatcher tracks activity.
     pub(crate) activity: Option<Activity>,
@@ -97,7 +97,7 @@ impl SerialQueue {
         self.in_channel.received();
     }
 
-    /// Demands waiting, roughly: in the channel plus the worker's current round.
+    /// Demands waiting, roughly: in the channel plus the local deque as of the current burst.
     pub(crate) fn waiting(&self) -> usize {
         self.in_channel.roughly() + self.round_len.load(StdOrdering::Relaxed)
     }
@@ -151,46 +151,51 @@ impl SerialQueue {
 
     /// The worker loop; returns when [`stop`](Self::stop) is called.
     ///
-    /// Each round takes the whole local deque at once (swapping it with an empty one that
-    /// keeps its capacity) and runs it; demands pushed meanwhile wait for the next round,
-    /// after a look at the channel. So a local ping-pong cannot starve other threads.
+    /// The worker runs the local deque in bursts of at most [`BURST`] demands, popping them
+    /// one at a time (demands pushed meanwhile go behind), and looks at the channel between
+    /// bursts, so a local ping-pong cannot starve senders on other threads. (It used to
+    /// take the whole deque per round; with one demand in flight, as in a conversation,
+    /// every round paid its setup for one demand: ping-pong 7% slower, a stream 1% faster.)
     pub(crate) fn run(self: &Arc<Self>) {
         let mut agents = AgentTable::default();
-        let mut batch: VecDeque<Demand> = VecDeque::new();
         SERVING.set(self.key());
         STOP.set(false);
         loop {
-            LOCAL.with_borrow_mut(|q| {
+            let empty = LOCAL.with_borrow_mut(|q| {
                 if self.channel_may_hold() {
                     self.drain_into(q);
                 }
-                std::mem::swap(q, &mut batch);
+                self.round_len.store(q.len(), StdOrdering::Relaxed);
+                q.is_empty()
             });
-            self.round_len.store(batch.len(), StdOrdering::Relaxed);
             if STOP.get() {
                 break;
             }
-            if batch.is_empty() {
+            if empty {
                 // Waiting: spinning, then parked.
                 let waiting = self.activity.as_ref().map(|_| std::time::Instant::now());
-                match self.spin_for_work() {
-                    Some(d) => batch.push_back(d),
+                let first = match self.spin_for_work() {
+                    Some(d) => d,
                     None if STOP.get() => break,
                     None => match self.rx.recv() {
                         Ok(Cmd::Run(d)) => {
                             self.received();
-                            batch.push_back(d);
+                            d
                         }
                         Ok(Cmd::Stop) | Err(_) => break,
                     },
-                }
+                };
                 if let (Some(a), Some(t)) = (&self.activity, waiting) {
                     a.waited_since(t);
                 }
+                LOCAL.with_borrow_mut(|q| q.push_front(first));
             }
             // One call site for `run`: with two (one per tracking mode) it stopped being
             // inlined, at 24 more instructions per message.
-            while let Some(d) = batch.pop_front() {
+            for _ in 0..BURST {
+                let Some(d) = LOCAL.with_borrow_mut(VecDeque::pop_front) else {
+                    break;
+                };
                 let started = self.activity.as_ref().map(|_| std::time::Instant::now());
                 agents.run(d);
                 if let (Some(a), Some(t)) = (&self.activity, started) {
@@ -206,10 +211,12 @@ impl SerialQueue {
         // dropping an agent may run user code that sends.
         let leftover = LOCAL.with_borrow_mut(std::mem::take);
         drop(leftover);
-        drop(batch);
         drop(agents);
     }
 }
+
+/// Demands the worker runs from its local deque before it looks at the channel again.
+const BURST: usize = 64;
 
 impl EventQueue for SerialQueue {
     #[inline]

@@ -68,6 +68,8 @@ pub(crate) struct Demand {
 const BIND: MboxId = MboxId(u64::MAX);
 const START: MboxId = MboxId(u64::MAX - 1);
 const FINISH: MboxId = MboxId(u64::MAX - 2);
+/// The id of a demand for no agent that tells a serial worker to stop.
+const STOP_WORKER: MboxId = MboxId(u64::MAX - 3);
 
 /// What a demand asks for, to be queued.
 pub(crate) enum DemandKind {
@@ -108,6 +110,22 @@ impl Demand {
             }
         };
         Demand { key, mbox, msg }
+    }
+
+    /// A demand for no agent that tells a serial worker to stop: its channel carries
+    /// demands only, so that a channel slot is a demand's 32 bytes and no more (an enum of
+    /// a demand and a stop command took 40, a demand having no spare bit pattern left).
+    pub(crate) fn stop_worker() -> Demand {
+        Demand {
+            key: AgentKey::single(),
+            mbox: STOP_WORKER,
+            msg: None,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn is_stop_worker(&self) -> bool {
+        self.mbox == STOP_WORKER && self.msg.is_none()
     }
 
     #[inline]
@@ -430,6 +448,9 @@ mod tests {
             Demand::new(key, DemandKind::Finish).run(),
             Run::Finish
         ));
+        let stop = Demand::stop_worker();
+        assert!(stop.is_stop_worker() && !stop.is_bind());
+        assert!(!Demand::new(key, DemandKind::Start).is_stop_worker());
         let msg = Message::new(7u32);
         let d = Demand::new(
             key,

@@ -39,11 +39,6 @@ use crate::sync::{AtomicUsize, Ordering};
 /// Polls of the channel before the worker parks (half spinning, half yielding).
 const SPIN_ROUNDS: u32 = 64;
 
-enum Cmd {
-    Run(Demand),
-    Stop,
-}
-
 thread_local! {
     /// Address of the `SerialQueue` this thread serves; 0 when it serves none. Kept apart
     /// from the deque: a thread-local without a destructor is one load to reach.
@@ -55,8 +50,9 @@ thread_local! {
 }
 
 pub(crate) struct SerialQueue {
-    tx: Sender<Cmd>,
-    rx: Receiver<Cmd>,
+    /// Demands from other threads, and the stop command (`Demand::stop_worker`).
+    tx: Sender<Demand>,
+    rx: Receiver<Demand>,
     /// Commands sent to the channel and not yet taken (see [`ChannelCount`]).
     in_channel: ChannelCount,
     /// Length of the worker's local deque when its current burst began (a plain store per
@@ -84,10 +80,10 @@ impl SerialQueue {
 
     /// Asks the worker to stop after the demand it is running.
     pub(crate) fn stop(&self) {
-        self.send(Cmd::Stop);
+        self.send(Demand::stop_worker());
     }
 
-    fn send(&self, cmd: Cmd) {
+    fn send(&self, cmd: Demand) {
         self.in_channel.before_send();
         // Err only once the worker is gone, and then the agents are gone too.
         let _ = self.tx.send(cmd);
@@ -109,15 +105,13 @@ impl SerialQueue {
 
     /// Moves everything the channel holds to the back of `q`; notes a stop.
     fn drain_into(&self, q: &mut VecDeque<Demand>) {
-        while let Ok(cmd) = self.rx.try_recv() {
+        while let Ok(d) = self.rx.try_recv() {
             self.received();
-            match cmd {
-                Cmd::Run(d) => q.push_back(d),
-                Cmd::Stop => {
-                    STOP.set(true);
-                    return;
-                }
+            if d.is_stop_worker() {
+                STOP.set(true);
+                return;
             }
+            q.push_back(d);
         }
     }
 
@@ -127,17 +121,13 @@ impl SerialQueue {
     fn spin_for_work(&self) -> Option<Demand> {
         for i in 0..SPIN_ROUNDS {
             if self.channel_may_hold() {
-                match self.rx.try_recv() {
-                    Ok(Cmd::Run(d)) => {
-                        self.received();
-                        return Some(d);
-                    }
-                    Ok(Cmd::Stop) => {
-                        self.received();
+                if let Ok(d) = self.rx.try_recv() {
+                    self.received();
+                    if d.is_stop_worker() {
                         STOP.set(true);
                         return None;
                     }
-                    Err(_) => {}
+                    return Some(d);
                 }
             }
             if i < SPIN_ROUNDS / 2 {
@@ -178,11 +168,11 @@ impl SerialQueue {
                     Some(d) => d,
                     None if STOP.get() => break,
                     None => match self.rx.recv() {
-                        Ok(Cmd::Run(d)) => {
+                        Ok(d) if !d.is_stop_worker() => {
                             self.received();
                             d
                         }
-                        Ok(Cmd::Stop) | Err(_) => break,
+                        Ok(_) | Err(_) => break,
                     },
                 };
                 if let (Some(a), Some(t)) = (&self.activity, waiting) {
@@ -229,7 +219,7 @@ impl EventQueue for SerialQueue {
                 q.push_back(demand);
             });
         } else {
-            self.send(Cmd::Run(demand));
+            self.send(demand);
         }
     }
 }

@@ -93,6 +93,8 @@ pub(crate) struct CoopInner {
     pub(crate) parent: Option<Arc<CoopInner>>,
     reaction: ExceptionReaction,
     sync: Mutex<Sync>,
+    /// Its slot in the environment's registry (set and read under the environment's lock).
+    pub(crate) registry_slot: std::sync::atomic::AtomicUsize,
 }
 
 impl CoopInner {
@@ -246,7 +248,7 @@ impl CoopInner {
             binder.0.unbind(&AgentRef(a), key);
         }
         if let Some(env) = env {
-            env.unlink_coop(self.id);
+            env.unlink_coop(self);
         }
         send_dereg_notices(&CoopHandle::from_inner(self), notify, reason);
         if let Some(p) = &self.parent {
@@ -320,6 +322,7 @@ pub(crate) fn register(mut coop: Coop) -> Result<CoopHandle, RegisterError> {
             reg_notified: false,
             dereg_notify_held: None,
         }),
+        registry_slot: std::sync::atomic::AtomicUsize::new(usize::MAX),
     });
     // Step 1.
     for index in 0..agents.len() {

@@ -15,13 +15,13 @@
 //! environment stops by itself (unless [`EnvParams::disable_autoshutdown`]).
 
 mod params;
+mod registry;
 mod stop_guard;
 mod wrapped;
 
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Weak};
 
-use ahash::AHashMap;
 use crossbeam_channel::{Receiver, Sender};
 use parking_lot::{Condvar, Mutex};
 use thiserror::Error;
@@ -116,7 +116,7 @@ pub(crate) struct EnvInner {
 
 #[derive(Default)]
 struct EnvState {
-    coops: AHashMap<u64, Arc<CoopInner>>,
+    coops: registry::Registry,
     stop_requested: bool,
     guards_notified: bool,
     guards: Vec<Arc<dyn StopGuard>>,
@@ -255,7 +255,7 @@ impl Environment {
                 st.shutting_down = true;
                 let mut roots: Vec<_> = st
                     .coops
-                    .values()
+                    .coops()
                     .filter(|c| c.parent.is_none())
                     .cloned()
                     .collect();
@@ -504,12 +504,12 @@ impl Environment {
         if let Some(p) = &coop.parent {
             p.add_child(coop)?;
         }
-        st.coops.insert(coop.id, coop.clone());
+        st.coops.insert(coop);
         Ok(())
     }
 
-    pub(crate) fn unlink_coop(&self, id: u64) {
-        self.0.state.lock().coops.remove(&id);
+    pub(crate) fn unlink_coop(&self, coop: &CoopInner) {
+        self.0.state.lock().coops.remove(coop);
     }
 
     pub(crate) fn schedule_final(&self, coop: Arc<CoopInner>) {

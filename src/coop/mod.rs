@@ -34,7 +34,7 @@ use thiserror::Error;
 
 pub(crate) use protocol::{register, CoopInner};
 
-use crate::agent::{self, Agent, AgentArc, AgentExec, DefineError};
+use crate::agent::{self, Agent, AgentExec, AgentRef, DefineError};
 use crate::dispatcher::{BindError, Binder};
 use crate::environment::Environment;
 use crate::exception::ExceptionReaction;
@@ -56,7 +56,9 @@ pub enum DeregReason {
 }
 
 /// An agent added to a coop, with the binder it was added with (if any).
-pub(crate) type Candidate = (AgentArc, Box<dyn AgentExec>, Option<Binder>);
+/// (An `AgentRef`, not the bare core: the binder takes `&AgentRef`, and wrapping a clone
+/// per call cost two reference-count operations each.)
+pub(crate) type Candidate = (AgentRef, Box<dyn AgentExec>, Option<Binder>);
 
 /// A coop being put together: add agents, set options, then register it with
 /// [`Environment::register_coop`] (or build it inside
@@ -101,7 +103,7 @@ impl Coop {
     pub fn add_thread_safe_agent<A: Agent + Sync>(&mut self, agent: A) -> Mbox {
         let (core, exec) = agent::create_thread_safe(agent, &self.env);
         let mbox = Mbox(Repr::Direct(core.clone()));
-        self.agents.push((core, exec, None));
+        self.agents.push((AgentRef(core), exec, None));
         mbox
     }
 
@@ -113,7 +115,7 @@ impl Coop {
     fn add<A: Agent>(&mut self, agent: A, binder: Option<Binder>) -> Mbox {
         let (core, exec) = agent::create(agent, &self.env);
         let mbox = Mbox(Repr::Direct(core.clone()));
-        self.agents.push((core, exec, binder));
+        self.agents.push((AgentRef(core), exec, binder));
         mbox
     }
 

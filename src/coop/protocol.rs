@@ -292,7 +292,7 @@ pub(crate) fn register(mut coop: Coop) -> Result<CoopHandle, RegisterError> {
     if env.is_shutting_down() {
         return Err(RegisterError::ShuttingDown);
     }
-    let default_binder = coop.binder.clone();
+    let default_binder = coop.binder.take();
     // Resolved in place: collecting into a new list cost more than the rest of
     // registering a one-agent coop (profile of the spawn benchmark).
     let mut agents: SmallVec<[Candidate; 1]> = std::mem::take(&mut coop.agents);
@@ -327,19 +327,19 @@ pub(crate) fn register(mut coop: Coop) -> Result<CoopHandle, RegisterError> {
     // Step 1.
     for index in 0..agents.len() {
         let (a, exec, _) = &mut agents[index];
-        let _ = a.coop.set(Arc::downgrade(&inner));
+        let _ = a.0.coop.set(Arc::downgrade(&inner));
         if let Err(source) = exec.define() {
             discard(agents);
             return Err(RegisterError::Define { index, source });
         }
     }
     // Step 2.
-    agents.sort_by_key(|(a, _, _)| std::cmp::Reverse(a.priority));
+    agents.sort_by_key(|(a, _, _)| std::cmp::Reverse(a.0.priority));
     for i in 0..agents.len() {
         let (a, _, b) = &agents[i];
-        if let Err(e) = binder(b).0.preallocate(&AgentRef(a.clone())) {
+        if let Err(e) = binder(b).0.preallocate(a) {
             for (a, _, b) in &agents[..i] {
-                binder(b).0.undo_preallocation(&AgentRef(a.clone()));
+                binder(b).0.undo_preallocation(a);
             }
             discard(agents);
             return Err(e.into());
@@ -348,7 +348,7 @@ pub(crate) fn register(mut coop: Coop) -> Result<CoopHandle, RegisterError> {
     // Step 3.
     if let Err(e) = env.link_coop(&inner) {
         for (a, _, b) in &agents {
-            binder(b).0.undo_preallocation(&AgentRef(a.clone()));
+            binder(b).0.undo_preallocation(a);
         }
         discard(agents);
         return Err(e);
@@ -358,13 +358,13 @@ pub(crate) fn register(mut coop: Coop) -> Result<CoopHandle, RegisterError> {
         let mut s = inner.sync.lock();
         let mut bound: SmallVec<[_; 1]> = SmallVec::with_capacity(agents.len());
         for (a, _, b) in &agents {
-            bound.push(binder(b).0.bind(&AgentRef(a.clone())));
+            bound.push(binder(b).0.bind(a));
         }
         s.agents.reserve_exact(agents.len());
         for ((a, exec, b), (queue, key)) in agents.into_iter().zip(bound) {
-            a.set_status(ACTIVE);
-            activate(&a, queue, key, exec);
-            s.agents.push((a, binder(&b).clone(), key));
+            a.0.set_status(ACTIVE);
+            activate(&a.0, queue, key, exec);
+            s.agents.push((a.0, binder(&b).clone(), key));
         }
         s.status = Status::Registered;
         s.dereg_requested.take()

@@ -343,7 +343,8 @@ impl Message {
     /// demand it has run.
     #[inline]
     pub(crate) fn recycle(self) {
-        if self.payload.reusable() && Arc::strong_count(&self.payload) == 1 {
+        // The count first: a signal's shared payload fails it without the virtual call.
+        if Arc::strong_count(&self.payload) == 1 && self.payload.reusable() {
             keep_payload(self.payload);
         }
     }

@@ -200,3 +200,52 @@ fn a_panicking_init_stops_the_environment_and_the_panic_goes_on() {
         assert_eq!(finished.load(Ordering::SeqCst), 1);
     });
 }
+
+/// An agent on a dispatcher of its own, whose handle is gone: when `launch` returns, the
+/// agent has been dropped and the dispatcher's thread has ended, even though the coop's
+/// last step ran on that very thread (the dispatcher's last binder is then dropped, and its
+/// thread joined, by the environment's finalizer thread).
+#[test]
+fn launch_returns_after_an_agent_on_a_private_dispatcher_is_dropped() {
+    struct SlowToDrop {
+        dropped: Arc<AtomicBool>,
+        thread: Arc<std::sync::Mutex<Option<std::thread::Thread>>>,
+    }
+    impl Agent for SlowToDrop {
+        fn on_start(&mut self, ctx: &mut Context<Self>) {
+            *self.thread.lock().unwrap() = Some(std::thread::current());
+            ctx.deregister_coop(DeregReason::Normal);
+        }
+    }
+    impl Drop for SlowToDrop {
+        fn drop(&mut self) {
+            // Long enough for `launch` to have returned, were it not waiting for this.
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            self.dropped.store(true, Ordering::SeqCst);
+        }
+    }
+    within_patience(|| {
+        let dropped = Arc::new(AtomicBool::new(false));
+        let thread = Arc::new(std::sync::Mutex::new(None));
+        let (d, t) = (dropped.clone(), thread.clone());
+        Environment::launch(move |env| {
+            let disp = agentbox::dispatcher::one_thread::Builder::new()
+                .name("private")
+                .build()
+                .unwrap();
+            env.introduce_coop(|coop| {
+                coop.set_binder(disp.binder());
+                coop.add_agent(SlowToDrop {
+                    dropped: d,
+                    thread: t,
+                });
+            })
+            .unwrap();
+            // The coop now holds the dispatcher's only binder.
+        })
+        .unwrap();
+        assert!(dropped.load(Ordering::SeqCst), "the agent was dropped");
+        let worker = thread.lock().unwrap().clone().expect("on_start ran");
+        assert_eq!(worker.name(), Some("private"));
+    });
+}

@@ -213,7 +213,7 @@ impl CoopInner {
             .iter()
             .all(|(_, b, _)| b.0.unbinds_anywhere());
         match self.env.upgrade() {
-            Some(env) if here && !env.is_shutting_down() => self.finalize(Some(&env)),
+            Some(env) if here && !env.is_shutting_down() => self.finalize_on(Some(&env), true),
             Some(env) => env.schedule_final(self.clone()),
             None => self.finalize(None),
         }
@@ -229,6 +229,11 @@ impl CoopInner {
     /// Deregistration step 4, on the environment's finalizer thread (or on the worker
     /// that ran the last `on_finish`, see `finalize_here_or_schedule`).
     pub(crate) fn finalize(self: &Arc<Self>, env: Option<&Environment>) {
+        self.finalize_on(env, false);
+    }
+
+    /// `on_worker`: running on a dispatcher's worker, not on the finalizer thread.
+    fn finalize_on(self: &Arc<Self>, env: Option<&Environment>, on_worker: bool) {
         let (agents, reason, notify) = {
             let mut s = self.sync.lock();
             s.status = Status::Final;
@@ -246,6 +251,16 @@ impl CoopInner {
         // The executors were dropped on their workers after `Finish`.
         for (a, binder, key) in agents {
             binder.0.unbind(&AgentRef(a), key);
+            match env {
+                // The last reference to a dispatcher stops and joins its threads when
+                // dropped; on one of them it could not join itself, and `launch` could
+                // return before that thread (and the agent it was dropping) had ended.
+                // The finalizer thread drops it instead, and `launch` joins that thread.
+                Some(env) if on_worker && Arc::strong_count(&binder.0) == 1 => {
+                    env.drop_on_finalizer(binder)
+                }
+                _ => drop(binder),
+            }
         }
         if let Some(env) = env {
             env.unlink_coop(self);

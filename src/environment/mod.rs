@@ -127,6 +127,8 @@ struct EnvState {
 
 enum FinalCmd {
     Final(Arc<CoopInner>),
+    /// A dispatcher's last binder, to be dropped (joining its threads) off its own threads.
+    Drop(crate::dispatcher::Binder),
     Exit,
 }
 
@@ -521,6 +523,14 @@ impl Environment {
         }
     }
 
+    /// Drops `binder` on the finalizer thread (see `CoopInner::finalize_on`); here if the
+    /// finalizer is gone.
+    pub(crate) fn drop_on_finalizer(&self, binder: crate::dispatcher::Binder) {
+        if let Err(e) = self.0.final_tx.send(FinalCmd::Drop(binder)) {
+            drop(e);
+        }
+    }
+
     pub(crate) fn coop_finalized(&self) {
         if self.is_shutting_down() {
             self.check_finished();
@@ -555,6 +565,7 @@ fn run_finalizer(rx: Receiver<FinalCmd>, env: WeakEnv) {
                 let env = env.upgrade();
                 coop.finalize(env.as_ref());
             }
+            FinalCmd::Drop(binder) => drop(binder),
             FinalCmd::Exit => break,
         }
     }

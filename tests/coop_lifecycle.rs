@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use agentbox::prelude::*;
-use agentbox::{CoopDeregistered, CoopRegistered, DefineError, RegisterError};
+use agentbox::{BindParams, CoopDeregistered, CoopRegistered, DefineError, Fifo, RegisterError};
 use common::{coop_notice, within_patience, Log, Recorder, Script};
 
 #[test]
@@ -306,5 +306,71 @@ fn the_deregistration_notice_never_precedes_the_registration_notice() {
         .unwrap();
         assert!(QUIT_FINISHED.load(Ordering::SeqCst));
         assert_eq!(seen.get(), ["reg", "dereg Normal"]);
+    });
+}
+
+/// The deregistration notice of a coop is sent after every agent of it has been dropped,
+/// even when a slow `Drop` runs on another thread than the one handling the notice.
+#[test]
+fn the_deregistration_notice_comes_after_every_agent_is_dropped() {
+    struct SlowToDrop(Arc<AtomicUsize>);
+    impl Agent for SlowToDrop {
+        fn on_start(&mut self, ctx: &mut Context<Self>) {
+            ctx.deregister_coop(DeregReason::Normal);
+        }
+    }
+    impl Drop for SlowToDrop {
+        fn drop(&mut self) {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    struct Watcher {
+        dropped: Arc<AtomicUsize>,
+        seen: Arc<AtomicUsize>,
+    }
+    impl Agent for Watcher {
+        fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+            ctx.subscribe_self()
+                .event(|w: &mut Self, ctx, _: &CoopDeregistered| {
+                    w.seen
+                        .store(w.dropped.load(Ordering::SeqCst), Ordering::SeqCst);
+                    ctx.deregister_coop(DeregReason::Normal);
+                })?;
+            Ok(())
+        }
+    }
+    within_patience(|| {
+        let dropped = Arc::new(AtomicUsize::new(0));
+        let seen = Arc::new(AtomicUsize::new(usize::MAX));
+        let (d, s) = (dropped.clone(), seen.clone());
+        Environment::launch(move |env| {
+            // The watcher on the default dispatcher; the watched agents on a thread pool.
+            let watcher = env
+                .introduce_coop(|coop| {
+                    coop.add_agent(Watcher {
+                        dropped: d.clone(),
+                        seen: s,
+                    })
+                })
+                .unwrap();
+            let pool = agentbox::dispatcher::thread_pool::Builder::new()
+                .threads(2)
+                .build()
+                .unwrap();
+            let mut coop = env.make_coop();
+            coop.set_binder(pool.binder_with(BindParams::new().fifo(Fifo::Individual)));
+            coop.add_dereg_notificator(&watcher);
+            coop.add_agent(SlowToDrop(d.clone()));
+            coop.add_agent(SlowToDrop(d));
+            env.register_coop(coop).unwrap();
+        })
+        .unwrap();
+        assert_eq!(dropped.load(Ordering::SeqCst), 2);
+        assert_eq!(
+            seen.load(Ordering::SeqCst),
+            2,
+            "both agents dropped before the notice"
+        );
     });
 }

@@ -202,6 +202,14 @@ pub(crate) trait AgentExec: Send + 'static {
     }
 }
 
+/// Called by the party that ran an agent's `Finish` (its executor returned `true`) right
+/// after dropping the executor: the coop counts the agent out, and may take its last step.
+pub(crate) fn finished(core: &AgentCore) {
+    if let Some(coop) = core.coop() {
+        coop.agent_finished();
+    }
+}
+
 /// A reference to an agent, as custom mboxes see subscribers.
 ///
 /// Equal when they refer to the same agent. Holding one keeps a small part of the agent

@@ -416,9 +416,9 @@ impl<A: Agent> AgentExec for Inner<A> {
                 if let Err(failure) = left {
                     exception::react(core, failure, "an on_exit hook on the way out");
                 }
-                if let Some(coop) = coop {
-                    coop.agent_finished();
-                }
+                // The coop hears of it from whoever drops the executor, right after
+                // (`finished`): its last step, notices included, comes after the drop.
+                drop(coop);
                 return true;
             }
             // The worker's table takes `Bind` demands; nothing to run.

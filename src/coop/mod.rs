@@ -20,7 +20,8 @@
 //!    panic) and its subscriptions go.
 //! 3. After the last agent finished, the coop is final: deregistration notices
 //!    ([`CoopDeregistered`], with the reason) are sent, never before the registration
-//!    notices, and the parent may finish.
+//!    notices and only once every agent of the coop has been dropped (each is dropped on
+//!    its worker right after its `on_finish`), and the parent may finish.
 //!
 //! The full protocols, with their races, are written next to the code (`protocol.rs`).
 
@@ -139,7 +140,8 @@ impl Coop {
         self
     }
 
-    /// Sends [`CoopDeregistered`] to `mbox` once the coop is completely deregistered.
+    /// Sends [`CoopDeregistered`] to `mbox` once the coop is completely deregistered (every
+    /// agent finished and dropped).
     pub fn add_dereg_notificator(&mut self, mbox: &Mbox) -> &mut Self {
         self.dereg_notify.push(mbox.clone());
         self

@@ -248,7 +248,8 @@ impl CoopInner {
             };
             (std::mem::take(&mut s.agents), reason, notify)
         };
-        // The executors were dropped on their workers after `Finish`.
+        // The executors were dropped on their workers after `Finish`, before the agents
+        // were counted out.
         for (a, binder, key) in agents {
             binder.0.unbind(&AgentRef(a), key);
             match env {
@@ -256,8 +257,15 @@ impl CoopInner {
                 // dropped; on one of them it could not join itself, and `launch` could
                 // return before that thread (and the agent it was dropping) had ended.
                 // The finalizer thread drops it instead, and `launch` joins that thread.
-                Some(env) if on_worker && Arc::strong_count(&binder.0) == 1 => {
-                    env.drop_on_finalizer(binder)
+                // Checked and dropped under one lock: two workers finishing the last two
+                // coops of a dispatcher at once would each see the other's reference.
+                Some(env) if on_worker => {
+                    let _one_at_a_time = WORKER_BINDER_DROPS.lock();
+                    if Arc::strong_count(&binder.0) == 1 {
+                        env.drop_on_finalizer(binder);
+                    } else {
+                        drop(binder);
+                    }
                 }
                 _ => drop(binder),
             }
@@ -283,6 +291,9 @@ fn send_dereg_notices(handle: &CoopHandle, notify: Vec<Mbox>, reason: DeregReaso
         });
     }
 }
+
+/// Serializes the binder drops of final steps run on workers (see `finalize_on`).
+static WORKER_BINDER_DROPS: Mutex<()> = Mutex::new(());
 
 /// The binder of an agent being registered (resolved before step 1, so always set).
 fn binder(b: &Option<Binder>) -> &Binder {

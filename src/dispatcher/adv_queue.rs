@@ -56,6 +56,10 @@ pub(crate) trait Protocol: Send + Sync + Sized + 'static {
     fn run_exclusive(exec: &Self::Exec, d: Self::Demand) -> bool;
     /// Puts a queue on the pool's ready list.
     fn make_ready(&self, q: Arc<AdvQueue<Self>>);
+    /// The executor of an agent whose last demand ran, to be dropped.
+    fn finished(exec: Arc<Self::Exec>) {
+        drop(exec);
+    }
 }
 
 struct State<P: Protocol> {
@@ -192,7 +196,9 @@ impl<P: Protocol> AdvQueue<P> {
             }
             Start::Drop(d) => drop(d),
         }
-        drop(gone);
+        if let Some(exec) = gone {
+            P::finished(exec);
+        }
     }
 }
 

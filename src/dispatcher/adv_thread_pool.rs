@@ -173,7 +173,7 @@ impl Protocol for Agents {
         d.is_bind()
     }
 
-    fn bind(d: Demand) -> Option<Exec> {
+    fn bind(mut d: Demand) -> Option<Exec> {
         let (core, exec) = d.take_bind()?;
         Some(Exec {
             core,
@@ -196,6 +196,12 @@ impl Protocol for Agents {
 
     fn run_exclusive(e: &Exec, d: Demand) -> bool {
         e.exclusive.lock().execute(&e.core, d.run())
+    }
+
+    fn finished(exec: Arc<Exec>) {
+        let core = exec.core.clone();
+        drop(exec);
+        crate::agent::core::finished(&core);
     }
 
     fn make_ready(&self, q: Arc<Queue>) {

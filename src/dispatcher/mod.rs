@@ -71,6 +71,23 @@ const FINISH: MboxId = MboxId(u64::MAX - 2);
 /// The id of a demand for no agent that tells a serial worker to stop.
 const STOP_WORKER: MboxId = MboxId(u64::MAX - 3);
 
+/// A `Bind` demand dropped without being run (its worker gone) takes the executor waiting
+/// in the agent's core with it, as a demand that carried the executor itself would: the
+/// executor must not live on in the core (an agent holding its own mbox would never go).
+impl Drop for Demand {
+    fn drop(&mut self) {
+        if self.mbox == BIND {
+            if let Some(core) = self
+                .msg
+                .take()
+                .and_then(|m| m.carried::<crate::agent::core::AgentCore>())
+            {
+                drop(core.take_over());
+            }
+        }
+    }
+}
+
 /// What a demand asks for, to be queued.
 pub(crate) enum DemandKind {
     /// The agent's executor moves to the worker: always the first demand of an agent.
@@ -134,19 +151,19 @@ impl Demand {
     }
 
     /// The agent and executor of a `Bind` demand; `None` for any other demand.
-    pub(crate) fn take_bind(&self) -> Option<(AgentArc, Box<dyn AgentExec>)> {
+    pub(crate) fn take_bind(&mut self) -> Option<(AgentArc, Box<dyn AgentExec>)> {
         if !self.is_bind() {
             return None;
         }
-        let core: AgentArc = self.msg.as_ref()?.carried()?;
+        let core: AgentArc = self.msg.take()?.carried()?;
         let exec = core.take_over()?;
         Some((core, exec))
     }
 
     /// Done with the demand: its message's payload may be reused (see `Message::recycle`).
     #[inline]
-    pub(crate) fn recycle(self) {
-        if let Some(msg) = self.msg {
+    pub(crate) fn recycle(mut self) {
+        if let Some(msg) = self.msg.take() {
             msg.recycle();
         }
     }
@@ -436,7 +453,7 @@ mod tests {
         assert_eq!(std::mem::size_of::<Demand>(), 32);
         let key = AgentKey::single();
         for kind in [DemandKind::Start, DemandKind::Finish] {
-            let d = Demand::new(key, kind);
+            let mut d = Demand::new(key, kind);
             assert!(!d.is_bind());
             assert!(d.take_bind().is_none());
         }
@@ -466,5 +483,42 @@ mod tests {
             }
             _ => panic!("a message demand runs as a message"),
         }
+    }
+
+    /// A `Bind` that is never run (its worker is gone) drops the executor waiting in the
+    /// agent's core; one that is run hands it over exactly once.
+    #[test]
+    fn an_unrun_bind_drops_the_executor_and_a_run_one_hands_it_over_once() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        struct Counted(Arc<AtomicUsize>);
+        impl crate::agent::Agent for Counted {}
+        impl Drop for Counted {
+            fn drop(&mut self) {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        crate::Environment::launch(|env| {
+            let drops = Arc::new(AtomicUsize::new(0));
+            let (core, exec) = crate::agent::create(Counted(drops.clone()), env);
+            let bind = Demand::new(AgentKey::single(), DemandKind::Bind(core.clone(), exec));
+            assert!(bind.is_bind());
+            drop(bind);
+            assert_eq!(drops.load(Ordering::SeqCst), 1, "dropped with the demand");
+            assert!(core.take_over().is_none());
+
+            let (core, exec) = crate::agent::create(Counted(drops.clone()), env);
+            let mut bind = Demand::new(AgentKey::single(), DemandKind::Bind(core, exec));
+            let (_, exec) = bind.take_bind().expect("the executor, once");
+            assert!(bind.take_bind().is_none());
+            drop(bind);
+            assert_eq!(
+                drops.load(Ordering::SeqCst),
+                1,
+                "not dropped by the spent demand"
+            );
+            drop(exec);
+            assert_eq!(drops.load(Ordering::SeqCst), 2);
+        })
+        .unwrap();
     }
 }

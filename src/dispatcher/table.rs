@@ -101,7 +101,7 @@ impl AgentTable {
 
     /// Runs one demand.
     #[inline]
-    pub(crate) fn run(&mut self, demand: Demand) {
+    pub(crate) fn run(&mut self, mut demand: Demand) {
         let key = demand.key;
         let slot = key.slot as usize;
         if demand.is_bind() {
@@ -131,9 +131,12 @@ impl AgentTable {
         };
         demand.recycle();
         if finished {
-            // The user's agent is dropped here, on its worker, after its last demand.
-            let entry = self.slots[slot].take();
-            drop(entry);
+            // The user's agent is dropped here, on its worker, after its last demand; then
+            // its coop learns that it is done.
+            if let Some((_, core, exec)) = self.slots[slot].take() {
+                drop(exec);
+                crate::agent::core::finished(&core);
+            }
         }
     }
 }

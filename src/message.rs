@@ -134,8 +134,10 @@ impl fmt::Debug for MessageType {
 /// no allocation: each thread keeps one shared payload per signal type and hands it out.
 /// And a small message type without `Drop` (an id, a counter) reuses the thread's last
 /// spent payload of its type when nothing refers to it any more, so a conversation between
-/// agents of one worker allocates nothing per message. Both are invisible to handlers. Custom mboxes receive and forward `Message`s; agents see the typed payload in
-/// their handlers.
+/// agents of one worker allocates nothing per message. Both are invisible to handlers.
+///
+/// Custom mboxes receive and forward `Message`s; agents see the typed payload in their
+/// handlers.
 ///
 /// # Examples
 ///

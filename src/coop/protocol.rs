@@ -175,7 +175,7 @@ impl CoopInner {
             agents
         };
         if agents.is_empty() {
-            self.schedule_final();
+            self.go_final(false);
         }
         for a in &agents {
             push(a, DemandKind::Finish);
@@ -187,31 +187,25 @@ impl CoopInner {
         let last = {
             let mut s = self.sync.lock();
             s.live -= 1;
-            s.live == 0
+            (s.live == 0).then(|| s.agents.iter().all(|(_, b, _)| b.0.unbinds_anywhere()))
         };
-        if last {
-            self.finalize_here_or_schedule();
+        if let Some(here) = last {
+            self.go_final(here);
         }
     }
 
-    /// Step 4 right here, on the worker that ran the coop's last `on_finish`, when that is
-    /// safe: every agent's dispatcher unbinds without blocking on any thread (all but
-    /// `active_obj` and `active_group`, which may join the agent's thread) and the
-    /// environment is not shutting down (its teardown stays on the finalizer thread).
-    /// Otherwise the finalizer thread does it.
+    /// Step 4: right here when `here` (this is the worker that ran the coop's last
+    /// `on_finish`, and every agent's dispatcher unbinds without blocking on any thread:
+    /// all but `active_obj` and `active_group`, which may join the agent's thread) and the
+    /// environment is not shutting down (its teardown stays on the finalizer thread);
+    /// otherwise on the finalizer thread.
     ///
     /// Why: with the finalizer thread, a stream of deregistrations had two threads freeing
     /// the same allocator arena at once (the worker the executors, the finalizer the cores
     /// and coops, all allocated by the worker) and waking each other: the profile of the
     /// peerbench stop workload showed ~40 000 futex calls per 100 000 agents on the
     /// arena's lock, and finalizing here cut its time by a quarter.
-    fn finalize_here_or_schedule(self: &Arc<Self>) {
-        let here = self
-            .sync
-            .lock()
-            .agents
-            .iter()
-            .all(|(_, b, _)| b.0.unbinds_anywhere());
+    fn go_final(self: &Arc<Self>, here: bool) {
         match self.env.upgrade() {
             Some(env) if here && !env.is_shutting_down() => self.finalize_on(Some(&env), true),
             Some(env) => env.schedule_final(self.clone()),
@@ -219,15 +213,8 @@ impl CoopInner {
         }
     }
 
-    fn schedule_final(self: &Arc<Self>) {
-        match self.env.upgrade() {
-            Some(env) => env.schedule_final(self.clone()),
-            None => self.finalize(None),
-        }
-    }
-
     /// Deregistration step 4, on the environment's finalizer thread (or on the worker
-    /// that ran the last `on_finish`, see `finalize_here_or_schedule`).
+    /// that ran the last `on_finish`, see `go_final`).
     pub(crate) fn finalize(self: &Arc<Self>, env: Option<&Environment>) {
         self.finalize_on(env, false);
     }

@@ -131,7 +131,8 @@ impl fmt::Debug for MessageType {
 ///
 /// Cloning is cheap (one reference count): every receiver of an immutable message shares one
 /// payload. A *signal* — a message type with no data and no `Drop` (a unit struct) — costs
-/// no allocation: each thread keeps one shared payload per signal type and hands it out.
+/// no allocation and no reference count: the process keeps one payload per signal type
+/// (a few bytes each, for the process's lifetime) and every message of it points there.
 /// And a small message type without `Drop` (an id, a counter) reuses the thread's last
 /// spent payload of its type when nothing refers to it any more, so a conversation between
 /// agents of one worker allocates nothing per message. Both are invisible to handlers.
@@ -149,12 +150,29 @@ impl fmt::Debug for MessageType {
 /// ```
 #[derive(Clone)]
 pub struct Message {
-    // One fat pointer (16 bytes): the `TypeId` comes from the payload's vtable. A queued
-    // message is a 32-byte demand (agent key, mbox id, this), so a backlog costs 32 bytes
-    // per message plus the payload's allocation (none for a signal). Keeping the `TypeId`
-    // inline made it 48 bytes, and the backlog's memory showed in the pipeline profile
-    // (page faults and cache misses), more than the indirect call costs.
-    payload: Arc<dyn Payload>,
+    // 16 bytes: a queued message is a 32-byte demand (agent key, mbox id, this), so a
+    // backlog costs 32 bytes per message plus the payload's allocation (none for a
+    // signal). Keeping the `TypeId` inline made it 48 bytes, and the backlog's memory
+    // showed in the pipeline profile (page faults and cache misses), more than the
+    // indirect call costs.
+    repr: Repr,
+}
+
+/// Where a message's payload is.
+#[derive(Clone)]
+enum Repr {
+    /// An allocation shared by every copy, counted.
+    Heap(Arc<dyn Payload>),
+    /// A signal's one payload for the whole process: copying and dropping it touch no
+    /// counter (two atomic operations per message fewer, on the sender's and the
+    /// receiver's threads, which share the counter's cache line otherwise).
+    Signal(&'static SignalPayload),
+}
+
+/// The process's payload of one signal type (see [`signal_payload`]).
+struct SignalPayload {
+    id: TypeId,
+    payload: &'static dyn Payload,
 }
 
 /// A payload that knows its message type.
@@ -321,23 +339,19 @@ impl<T: Send + 'static> Payload for MutableSlot<T> {
 impl Message {
     /// Wraps an immutable message.
     ///
-    /// A signal (a type of size zero without `Drop`) is not allocated: the thread's shared
+    /// A signal (a type of size zero without `Drop`) is not allocated: the process's one
     /// payload for its type is used.
     #[inline]
     pub fn new<T: Send + Sync + 'static>(value: T) -> Self {
         if std::mem::size_of::<T>() == 0 && !std::mem::needs_drop::<T>() {
             return Message {
-                payload: signal_payload(value),
+                repr: Repr::Signal(signal_payload(value)),
             };
         }
         if reusable::<T>() {
-            return Message {
-                payload: reused_payload(value),
-            };
+            return Message::heap(reused_payload(value));
         }
-        Message {
-            payload: Arc::new(Shared(value)),
-        }
+        Message::heap(Arc::new(Shared(value)))
     }
 
     /// Hands a spent message's payload to this thread's pool if nothing else refers to it
@@ -345,43 +359,71 @@ impl Message {
     /// demand it has run.
     #[inline]
     pub(crate) fn recycle(self) {
-        // The count first: a signal's shared payload fails it without the virtual call.
-        if Arc::strong_count(&self.payload) == 1 && self.payload.reusable() {
-            keep_payload(self.payload);
+        if let Repr::Heap(payload) = self.repr {
+            if Arc::strong_count(&payload) == 1 && payload.reusable() {
+                keep_payload(payload);
+            }
         }
     }
 
     /// Wraps a mutable message: its type is `Mutable<T>` and one receiver takes the value.
     pub fn new_mutable<T: Send + 'static>(value: T) -> Self {
-        Message {
-            payload: Arc::new(MutableSlot(Mutex::new(Some(value)))),
-        }
+        Message::heap(Arc::new(MutableSlot(Mutex::new(Some(value)))))
     }
 
     /// Puts `inner` into `envelope`. The result has `inner`'s type (and mutability) and is
     /// delivered like it; see [`Envelope`].
     pub fn enveloped<E: Envelope>(inner: Message, envelope: E) -> Self {
-        Message {
-            payload: Arc::new(Enveloped { inner, envelope }),
-        }
+        Message::heap(Arc::new(Enveloped { inner, envelope }))
     }
 
     /// A message whose payload is `value` itself (see [`Carried`]).
     pub(crate) fn carrying<T: Carried>(value: Arc<T>) -> Self {
-        Message { payload: value }
+        Message::heap(value)
+    }
+
+    /// A message that stands for none, where a `Message` must be (an empty `Option` would
+    /// take room of its own: see [`Repr`]). Costs nothing to make or drop.
+    #[inline]
+    pub(crate) fn placeholder() -> Self {
+        /// Its type; no handler can subscribe to it.
+        struct NoMessage;
+        static NO_MESSAGE: SignalPayload = SignalPayload {
+            id: TypeId::of::<NoMessage>(),
+            payload: &Shared(NoMessage),
+        };
+        Message {
+            repr: Repr::Signal(&NO_MESSAGE),
+        }
+    }
+
+    #[inline]
+    fn heap(payload: Arc<dyn Payload>) -> Self {
+        Message {
+            repr: Repr::Heap(payload),
+        }
+    }
+
+    /// The payload, wherever it is.
+    #[inline]
+    fn payload(&self) -> &dyn Payload {
+        match &self.repr {
+            Repr::Heap(p) => &**p,
+            Repr::Signal(s) => s.payload,
+        }
     }
 
     /// The value of a message made by [`carrying`](Self::carrying) a `T`.
     pub(crate) fn carried<T: Carried>(&self) -> Option<Arc<T>> {
-        if !self.payload.as_any().is::<T>() {
-            return None;
+        match &self.repr {
+            Repr::Heap(p) if p.as_any().is::<T>() => p.clone().into_any().downcast::<T>().ok(),
+            _ => None,
         }
-        self.payload.clone().into_any().downcast::<T>().ok()
     }
 
     /// Whether this message travels in an envelope.
     pub fn is_enveloped(&self) -> bool {
-        self.payload.envelope().is_some()
+        self.payload().envelope().is_some()
     }
 
     /// The message to use for `access`: this message itself if it has no envelope; the
@@ -389,7 +431,7 @@ impl Message {
     /// if one of them refuses.
     #[inline]
     pub fn reveal(&self, access: Access) -> Option<&Message> {
-        match self.payload.envelope() {
+        match self.payload().envelope() {
             None => Some(self),
             Some((envelope, inner)) => {
                 if envelope.reveal(access) {
@@ -403,7 +445,7 @@ impl Message {
 
     /// The envelope of type `E` around this message, if that is the outermost envelope.
     pub fn envelope_ref<E: Envelope>(&self) -> Option<&E> {
-        self.payload
+        self.payload()
             .as_any()
             .downcast_ref::<Enveloped<E>>()
             .map(|e| &e.envelope)
@@ -411,20 +453,23 @@ impl Message {
 
     /// The type this message is delivered as.
     pub fn message_type(&self) -> MessageType {
-        self.payload.message_type()
+        self.payload().message_type()
     }
 
     /// The `TypeId` of [`message_type`](Self::message_type), without the rest.
     #[inline]
     pub fn type_id(&self) -> TypeId {
-        self.payload.message_type_id()
+        match &self.repr {
+            Repr::Heap(p) => p.message_type_id(),
+            Repr::Signal(s) => s.id,
+        }
     }
 
     /// The payload of an immutable message of type `T`; `None` for any other type, for
     /// mutable messages, and for an enveloped message (see [`reveal`](Self::reveal)).
     #[inline]
     pub fn downcast_ref<T: 'static>(&self) -> Option<&T> {
-        self.payload
+        self.payload()
             .as_any()
             .downcast_ref::<Shared<T>>()
             .map(|s| &s.0)
@@ -453,55 +498,76 @@ impl Message {
     #[cold]
     #[inline(never)]
     fn revealed_for_handler(&self) -> Option<&Message> {
-        self.payload.envelope()?;
+        self.payload().envelope()?;
         self.reveal(Access::Handling)
     }
 
     /// Takes the value of a mutable message of type `Mutable<T>`; `None` if it was taken
     /// already or the type differs.
     pub(crate) fn take_mutable<T: Send + 'static>(&self) -> Option<T> {
-        self.payload
+        self.payload()
             .as_any()
             .downcast_ref::<MutableSlot<T>>()
             .and_then(|slot| slot.0.lock().take())
     }
 }
 
-/// Signal types a thread keeps a shared payload for; others are allocated per message.
+/// Signal types a thread remembers where their payloads are; others are looked up in the
+/// process's list each time.
 const SIGNAL_TYPES_PER_THREAD: usize = 64;
 
+/// The process's signal payloads, one per signal type ever sent: a program has a fixed set
+/// of types, so the list is bounded, and each entry is a few bytes that live as long as
+/// the process.
+static SIGNALS: Mutex<Vec<&'static SignalPayload>> = Mutex::new(Vec::new());
+
 thread_local! {
-    /// This thread's shared payloads of signals, by type (a short list: programs have few
-    /// signal types, and a linear scan of a few entries beats hashing).
-    static SIGNALS: std::cell::RefCell<Vec<(TypeId, Arc<dyn Payload>)>> =
+    /// This thread's copy of the entries of [`SIGNALS`] it has used (a short list: programs
+    /// have few signal types, and a linear scan of a few entries beats hashing and the
+    /// process's lock).
+    static KNOWN_SIGNALS: std::cell::RefCell<Vec<&'static SignalPayload>> =
         const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// The shared payload of signal type `T` (size zero, no `Drop`): every message of it is
-/// the same value, so sharing one payload is indistinguishable from allocating one per
-/// message, and costs a reference count instead of an allocation.
+/// The payload of signal type `T` (size zero, no `Drop`): every message of it is the same
+/// value, so one payload for the process is indistinguishable from one per message, and
+/// copies of it count nothing.
 #[inline]
-fn signal_payload<T: Send + Sync + 'static>(value: T) -> Arc<dyn Payload> {
+fn signal_payload<T: Send + Sync + 'static>(value: T) -> &'static SignalPayload {
     let id = TypeId::of::<T>();
-    let cached = SIGNALS.try_with(|s| {
-        let s = s.borrow();
-        if let Some((_, p)) = s.iter().find(|(t, _)| *t == id) {
-            return Ok(p.clone());
-        }
-        Err(s.len() < SIGNAL_TYPES_PER_THREAD)
-    });
-    match cached {
-        Ok(Ok(p)) => p,
-        Ok(Err(room)) => {
-            let p: Arc<dyn Payload> = Arc::new(Shared(value));
-            if room {
-                SIGNALS.with_borrow_mut(|s| s.push((id, p.clone())));
-            }
-            p
-        }
-        // The thread is going away (a send from a thread-local destructor).
-        Err(_) => Arc::new(Shared(value)),
+    let known = KNOWN_SIGNALS.try_with(|s| s.borrow().iter().copied().find(|p| p.id == id));
+    match known {
+        Ok(Some(p)) => p,
+        _ => new_signal_payload(id, value),
     }
+}
+
+/// [`signal_payload`] for a type this thread has not sent before.
+#[cold]
+#[inline(never)]
+fn new_signal_payload<T: Send + Sync + 'static>(id: TypeId, value: T) -> &'static SignalPayload {
+    let p = {
+        let mut all = SIGNALS.lock();
+        match all.iter().copied().find(|p| p.id == id) {
+            Some(p) => p,
+            None => {
+                // Leaked on purpose, once per type: `Shared<T>` has size zero, so the only
+                // allocation is the small entry.
+                let payload: &'static dyn Payload = Box::leak(Box::new(Shared(value)));
+                let p: &'static SignalPayload = Box::leak(Box::new(SignalPayload { id, payload }));
+                all.push(p);
+                p
+            }
+        }
+    };
+    // Fails only while the thread goes away (a send from a thread-local destructor).
+    let _ = KNOWN_SIGNALS.try_with(|s| {
+        let mut s = s.borrow_mut();
+        if s.len() < SIGNAL_TYPES_PER_THREAD {
+            s.push(p);
+        }
+    });
+    p
 }
 
 /// Whether payloads of `T` are reused: data without `Drop` (keeping a spent value is then
@@ -573,6 +639,14 @@ pub const MAX_REDIRECTION_DEPTH: RedirectionDepth = 32;
 mod tests {
     use super::*;
 
+    fn payload_address(m: &Message) -> *const u8 {
+        m.payload() as *const dyn Payload as *const u8
+    }
+
+    fn same_payload(a: &Message, b: &Message) -> bool {
+        payload_address(a) == payload_address(b)
+    }
+
     #[test]
     fn the_flavour_comes_from_the_constructor() {
         assert!(!MessageType::of::<String>().is_mutable());
@@ -592,10 +666,9 @@ mod tests {
         #[derive(Debug, PartialEq)]
         struct Tick;
         let (a, b) = (Message::new(Tick), Message::new(Tick));
-        assert!(
-            Arc::ptr_eq(&a.payload, &b.payload),
-            "one payload per thread"
-        );
+        assert!(same_payload(&a, &b), "one payload per process");
+        let from_another_thread = std::thread::spawn(|| Message::new(Tick)).join().unwrap();
+        assert!(same_payload(&a, &from_another_thread));
         assert_eq!(a.type_id(), TypeId::of::<Tick>());
         assert_eq!(b.downcast_ref::<Tick>(), Some(&Tick));
         // Another signal type has its own payload; a type with data is never shared.
@@ -604,14 +677,14 @@ mod tests {
         assert_eq!(c.type_id(), TypeId::of::<Tock>());
         assert!(c.downcast_ref::<Tick>().is_none());
         let (x, y) = (Message::new(1u8), Message::new(1u8));
-        assert!(!Arc::ptr_eq(&x.payload, &y.payload));
+        assert!(!same_payload(&x, &y));
         // A unit struct with `Drop` is not a signal: each message drops its own value.
         struct Noisy;
         impl Drop for Noisy {
             fn drop(&mut self) {}
         }
         let (n1, n2) = (Message::new(Noisy), Message::new(Noisy));
-        assert!(!Arc::ptr_eq(&n1.payload, &n2.payload));
+        assert!(!same_payload(&n1, &n2));
         assert_eq!(std::mem::size_of::<Message>(), 16);
     }
 
@@ -619,10 +692,10 @@ mod tests {
     fn a_spent_payload_is_refilled_only_when_nothing_else_sees_it() {
         // Spent and unreferenced: the next message of its type reuses it.
         let m = Message::new(5u64);
-        let first = Arc::as_ptr(&m.payload) as *const u8;
+        let first = payload_address(&m);
         m.recycle();
         let n = Message::new(7u64);
-        assert_eq!(Arc::as_ptr(&n.payload) as *const u8, first, "reused");
+        assert_eq!(payload_address(&n), first, "reused");
         assert_eq!(n.downcast_ref::<u64>(), Some(&7));
         // A copy still held elsewhere (another receiver): never refilled under it.
         let kept = n.clone();

@@ -59,9 +59,15 @@ pub(crate) struct Demand {
     pub(crate) key: AgentKey,
     /// The message's mbox, or one of the reserved ids `BIND`, `START`, `FINISH`.
     mbox: MboxId,
-    /// The message; for `Bind`, the agent's core; nothing for `Start` and `Finish` (an
-    /// empty `Option` of a pointer takes no room of its own).
-    msg: Option<Message>,
+    /// The message; for `Bind`, the agent's core; a placeholder signal for `Start`,
+    /// `Finish` and the worker's stop (a `Message` has no spare bit pattern for an empty
+    /// `Option`: its two representations use the one a pointer has).
+    msg: Message,
+}
+
+#[inline]
+fn no_message() -> Message {
+    Message::placeholder()
 }
 
 /// Reserved mbox ids of the control demands (mbox ids count up from 1 and never get near).
@@ -77,10 +83,8 @@ const STOP_WORKER: MboxId = MboxId(u64::MAX - 3);
 impl Drop for Demand {
     fn drop(&mut self) {
         if self.mbox == BIND {
-            if let Some(core) = self
-                .msg
-                .take()
-                .and_then(|m| m.carried::<crate::agent::core::AgentCore>())
+            if let Some(core) = std::mem::replace(&mut self.msg, no_message())
+                .carried::<crate::agent::core::AgentCore>()
             {
                 drop(core.take_over());
             }
@@ -116,14 +120,14 @@ impl Demand {
     #[inline]
     pub(crate) fn new(key: AgentKey, kind: DemandKind) -> Demand {
         let (mbox, msg) = match kind {
-            DemandKind::Message { mbox, msg } => (mbox, Some(msg)),
-            DemandKind::Start => (START, None),
-            DemandKind::Finish => (FINISH, None),
+            DemandKind::Message { mbox, msg } => (mbox, msg),
+            DemandKind::Start => (START, no_message()),
+            DemandKind::Finish => (FINISH, no_message()),
             // The executor waits in the core, and the message is the core itself: binding
             // allocates nothing.
             DemandKind::Bind(core, exec) => {
                 core.hand_over(exec);
-                (BIND, Some(Message::carrying(core)))
+                (BIND, Message::carrying(core))
             }
         };
         Demand { key, mbox, msg }
@@ -136,13 +140,13 @@ impl Demand {
         Demand {
             key: AgentKey::single(),
             mbox: STOP_WORKER,
-            msg: None,
+            msg: no_message(),
         }
     }
 
     #[inline]
     pub(crate) fn is_stop_worker(&self) -> bool {
-        self.mbox == STOP_WORKER && self.msg.is_none()
+        self.mbox == STOP_WORKER
     }
 
     #[inline]
@@ -155,7 +159,7 @@ impl Demand {
         if !self.is_bind() {
             return None;
         }
-        let core: AgentArc = self.msg.take()?.carried()?;
+        let core: AgentArc = std::mem::replace(&mut self.msg, no_message()).carried()?;
         let exec = core.take_over()?;
         Some((core, exec))
     }
@@ -163,19 +167,20 @@ impl Demand {
     /// Done with the demand: its message's payload may be reused (see `Message::recycle`).
     #[inline]
     pub(crate) fn recycle(mut self) {
-        if let Some(msg) = self.msg.take() {
-            msg.recycle();
-        }
+        std::mem::replace(&mut self.msg, no_message()).recycle();
     }
 
     /// What the demand asks the agent for.
     #[inline]
     pub(crate) fn run(&self) -> Run<'_> {
-        match (&self.msg, self.mbox) {
-            (Some(msg), mbox) if mbox != BIND => Run::Message { mbox, msg },
-            (_, START) => Run::Start,
-            (_, FINISH) => Run::Finish,
-            _ => Run::Bind,
+        match self.mbox {
+            START => Run::Start,
+            FINISH => Run::Finish,
+            BIND | STOP_WORKER => Run::Bind,
+            mbox => Run::Message {
+                mbox,
+                msg: &self.msg,
+            },
         }
     }
 }

@@ -161,12 +161,12 @@ pub struct Message {
 /// Where a message's payload is.
 #[derive(Clone)]
 enum Repr {
-    /// An allocation shared by every copy, counted.
-    Heap(Arc<dyn Payload>),
     /// A signal's one payload for the whole process: copying and dropping it touch no
     /// counter (two atomic operations per message fewer, on the sender's and the
     /// receiver's threads, which share the counter's cache line otherwise).
     Signal(&'static SignalPayload),
+    /// An allocation shared by every copy, counted.
+    Heap(Arc<dyn Payload>),
 }
 
 /// The process's payload of one signal type (see [`signal_payload`]).

@@ -383,18 +383,11 @@ impl Message {
     }
 
     /// A message that stands for none, where a `Message` must be (an empty `Option` would
-    /// take room of its own: see [`Repr`]). Costs nothing to make or drop.
-    #[inline]
+    /// take room of its own: see [`Repr`]). A signal: nothing is allocated.
     pub(crate) fn placeholder() -> Self {
         /// Its type; no handler can subscribe to it.
         struct NoMessage;
-        static NO_MESSAGE: SignalPayload = SignalPayload {
-            id: TypeId::of::<NoMessage>(),
-            payload: &Shared(NoMessage),
-        };
-        Message {
-            repr: Repr::Signal(&NO_MESSAGE),
-        }
+        Message::new(NoMessage)
     }
 
     #[inline]

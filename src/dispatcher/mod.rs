@@ -59,7 +59,7 @@ pub(crate) struct Demand {
     pub(crate) key: AgentKey,
     /// The message's mbox, or one of the reserved ids `BIND`, `START`, `FINISH`.
     mbox: MboxId,
-    /// The message; for `Bind`, the agent's core; a placeholder signal for `Start`,
+    /// The message; for `Bind`, a `BindTicket`; a placeholder signal for `Start`,
     /// `Finish` and the worker's stop (a `Message` has no spare bit pattern for an empty
     /// `Option`: its two representations use the one a pointer has).
     msg: Message,
@@ -77,20 +77,18 @@ const FINISH: MboxId = MboxId(u64::MAX - 2);
 /// The id of a demand for no agent that tells a serial worker to stop.
 const STOP_WORKER: MboxId = MboxId(u64::MAX - 3);
 
-/// A `Bind` demand dropped without being run (its worker gone) takes the executor waiting
-/// in the agent's core with it, as a demand that carried the executor itself would: the
-/// executor must not live on in the core (an agent holding its own mbox would never go).
-impl Drop for Demand {
-    fn drop(&mut self) {
-        if self.mbox == BIND {
-            if let Some(core) = std::mem::replace(&mut self.msg, no_message())
-                .carried::<crate::agent::core::AgentCore>()
-            {
-                drop(core.take_over());
-            }
-        }
-    }
+/// What a `Bind` demand carries: the agent's core and its executor, until the worker takes
+/// the executor. A `Bind` dropped without being run (its worker gone) drops the executor
+/// with it: the executor must not live on anywhere (an agent holding its own mbox would
+/// keep itself alive). Being a field, not a `Drop` of the demand, it costs the demands of
+/// messages nothing: a demand with a `Drop` of its own cost 5–15% on the ping-pong and
+/// fan-out benchmarks (it must be checked and overwritten at every recycle).
+struct BindTicket {
+    core: AgentArc,
+    exec: parking_lot::Mutex<Option<Box<dyn AgentExec>>>,
 }
+
+impl crate::message::Carried for BindTicket {}
 
 /// What a demand asks for, to be queued.
 pub(crate) enum DemandKind {
@@ -123,12 +121,13 @@ impl Demand {
             DemandKind::Message { mbox, msg } => (mbox, msg),
             DemandKind::Start => (START, no_message()),
             DemandKind::Finish => (FINISH, no_message()),
-            // The executor waits in the core, and the message is the core itself: binding
-            // allocates nothing.
-            DemandKind::Bind(core, exec) => {
-                core.hand_over(exec);
-                (BIND, Message::carrying(core))
-            }
+            DemandKind::Bind(core, exec) => (
+                BIND,
+                Message::carrying(Arc::new(BindTicket {
+                    core,
+                    exec: parking_lot::Mutex::new(Some(exec)),
+                })),
+            ),
         };
         Demand { key, mbox, msg }
     }
@@ -159,15 +158,15 @@ impl Demand {
         if !self.is_bind() {
             return None;
         }
-        let core: AgentArc = std::mem::replace(&mut self.msg, no_message()).carried()?;
-        let exec = core.take_over()?;
-        Some((core, exec))
+        let ticket: Arc<BindTicket> = self.msg.carried()?;
+        let exec = ticket.exec.lock().take()?;
+        Some((ticket.core.clone(), exec))
     }
 
     /// Done with the demand: its message's payload may be reused (see `Message::recycle`).
     #[inline]
-    pub(crate) fn recycle(mut self) {
-        std::mem::replace(&mut self.msg, no_message()).recycle();
+    pub(crate) fn recycle(self) {
+        self.msg.recycle();
     }
 
     /// What the demand asks the agent for.
@@ -509,7 +508,7 @@ mod tests {
             assert!(bind.is_bind());
             drop(bind);
             assert_eq!(drops.load(Ordering::SeqCst), 1, "dropped with the demand");
-            assert!(core.take_over().is_none());
+            drop(core);
 
             let (core, exec) = crate::agent::create(Counted(drops.clone()), env);
             let mut bind = Demand::new(AgentKey::single(), DemandKind::Bind(core, exec));

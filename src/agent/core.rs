@@ -62,7 +62,14 @@ pub(crate) struct AgentCore {
     /// Message limits, fixed at the agent's first subscription (unset: no limits). Boxed:
     /// most agents have none, and the core is allocated per agent.
     pub(crate) limits: OnceLock<Box<LimitTable>>,
+    /// The executor between binding and its worker's taking it: the `Bind` demand carries
+    /// the core, so binding allocates nothing. One never taken (its `Bind` dropped unrun,
+    /// the worker gone) is dropped with the coop (see `CoopInner`'s `Drop`), or with the
+    /// core.
+    handoff: Mutex<Option<Box<dyn AgentExec>>>,
 }
+
+impl crate::message::Carried for AgentCore {}
 
 impl AgentCore {
     pub(crate) fn new(
@@ -85,7 +92,18 @@ impl AgentCore {
             trace: env.0.trace.clone(),
             drops: env.0.drops.clone(),
             limits: OnceLock::new(),
+            handoff: Mutex::new(None),
         }
+    }
+
+    /// Leaves the executor for the worker (see [`take_over`](Self::take_over)).
+    pub(crate) fn hand_over(&self, exec: Box<dyn AgentExec>) {
+        *self.handoff.lock() = Some(exec);
+    }
+
+    /// The executor left by [`hand_over`](Self::hand_over); `None` once taken.
+    pub(crate) fn take_over(&self) -> Option<Box<dyn AgentExec>> {
+        self.handoff.lock().take()
     }
 
     pub(crate) fn mbox_id(&self) -> MboxId {

@@ -97,6 +97,17 @@ pub(crate) struct CoopInner {
     pub(crate) registry_slot: std::sync::atomic::AtomicUsize,
 }
 
+/// An executor still waiting in an agent's core when its coop goes (its `Bind` demand was
+/// dropped unrun: the worker gone) is dropped here: it must not live on in the core, where
+/// an agent that holds its own mbox would keep itself alive.
+impl Drop for CoopInner {
+    fn drop(&mut self) {
+        for (a, _, _) in &self.sync.get_mut().agents {
+            drop(a.take_over());
+        }
+    }
+}
+
 impl CoopInner {
     pub(crate) fn is_registered(&self) -> bool {
         self.sync.lock().status == Status::Registered
@@ -403,4 +414,73 @@ pub(crate) fn register(mut coop: Coop) -> Result<CoopHandle, RegisterError> {
         inner.deregister(reason);
     }
     Ok(handle)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+    use crate::dispatcher::AgentKey;
+
+    /// An agent that holds its own direct mbox, so that its core and executor refer to
+    /// each other, and counts its drops.
+    struct SelfHeld {
+        /// Held, never read: it keeps the agent's own mbox (and so its core) alive.
+        _me: Arc<Mutex<Option<Mbox>>>,
+        drops: Arc<AtomicUsize>,
+    }
+    impl crate::agent::Agent for SelfHeld {}
+    impl Drop for SelfHeld {
+        fn drop(&mut self) {
+            self.drops.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// An executor whose `Bind` demand was dropped unrun waits in its core; a core and an
+    /// agent holding its mbox keep each other alive, so the coop drops the executor when
+    /// it goes.
+    #[test]
+    fn a_coop_drops_an_executor_its_worker_never_took() {
+        crate::Environment::launch(|env| {
+            let drops = Arc::new(AtomicUsize::new(0));
+            let me = Arc::new(Mutex::new(None));
+            let (core, exec) = crate::agent::create(
+                SelfHeld {
+                    _me: me.clone(),
+                    drops: drops.clone(),
+                },
+                env,
+            );
+            // The agent keeps its own mbox, as one that remembers `ctx.direct_mbox()` does.
+            *me.lock() = Some(Mbox(crate::mbox::Repr::Direct(core.clone())));
+            drop(me);
+            core.hand_over(exec);
+            let weak_core = Arc::downgrade(&core);
+            let coop = CoopInner {
+                id: MboxId::next().0,
+                env: env.downgrade(),
+                parent: None,
+                reaction: ExceptionReaction::Inherit,
+                sync: Mutex::new(Sync {
+                    status: Status::Registered,
+                    agents: smallvec::smallvec![(core, env.default_binder(), AgentKey::single())],
+                    children: Vec::new(),
+                    live: 1,
+                    finishing: false,
+                    reason: None,
+                    dereg_requested: None,
+                    dereg_notify: Vec::new(),
+                    reg_notified: true,
+                    dereg_notify_held: None,
+                }),
+                registry_slot: std::sync::atomic::AtomicUsize::new(usize::MAX),
+            };
+            assert_eq!(drops.load(Ordering::SeqCst), 0);
+            drop(coop);
+            assert_eq!(drops.load(Ordering::SeqCst), 1, "dropped with the coop");
+            assert!(weak_core.upgrade().is_none(), "and the core with it");
+        })
+        .unwrap();
+    }
 }

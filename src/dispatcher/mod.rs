@@ -59,7 +59,7 @@ pub(crate) struct Demand {
     pub(crate) key: AgentKey,
     /// The message's mbox, or one of the reserved ids `BIND`, `START`, `FINISH`.
     mbox: MboxId,
-    /// The message; for `Bind`, a `BindTicket`; a placeholder signal for `Start`,
+    /// The message; for `Bind`, the agent's core; a placeholder signal for `Start`,
     /// `Finish` and the worker's stop (a `Message` has no spare bit pattern for an empty
     /// `Option`: its two representations use the one a pointer has).
     msg: Message,
@@ -76,19 +76,6 @@ const START: MboxId = MboxId(u64::MAX - 1);
 const FINISH: MboxId = MboxId(u64::MAX - 2);
 /// The id of a demand for no agent that tells a serial worker to stop.
 const STOP_WORKER: MboxId = MboxId(u64::MAX - 3);
-
-/// What a `Bind` demand carries: the agent's core and its executor, until the worker takes
-/// the executor. A `Bind` dropped without being run (its worker gone) drops the executor
-/// with it: the executor must not live on anywhere (an agent holding its own mbox would
-/// keep itself alive). Being a field, not a `Drop` of the demand, it costs the demands of
-/// messages nothing: a demand with a `Drop` of its own cost 5–15% on the ping-pong and
-/// fan-out benchmarks (it must be checked and overwritten at every recycle).
-struct BindTicket {
-    core: AgentArc,
-    exec: parking_lot::Mutex<Option<Box<dyn AgentExec>>>,
-}
-
-impl crate::message::Carried for BindTicket {}
 
 /// What a demand asks for, to be queued.
 pub(crate) enum DemandKind {
@@ -121,13 +108,14 @@ impl Demand {
             DemandKind::Message { mbox, msg } => (mbox, msg),
             DemandKind::Start => (START, no_message()),
             DemandKind::Finish => (FINISH, no_message()),
-            DemandKind::Bind(core, exec) => (
-                BIND,
-                Message::carrying(Arc::new(BindTicket {
-                    core,
-                    exec: parking_lot::Mutex::new(Some(exec)),
-                })),
-            ),
+            // The executor waits in the core, and the message is the core itself: binding
+            // allocates nothing. The demand has no `Drop` of its own (one cost 5-15% on the
+            // message path: every recycle had to check it and leave a placeholder behind);
+            // an executor whose `Bind` is dropped unrun goes with its coop.
+            DemandKind::Bind(core, exec) => {
+                core.hand_over(exec);
+                (BIND, Message::carrying(core))
+            }
         };
         Demand { key, mbox, msg }
     }
@@ -158,9 +146,9 @@ impl Demand {
         if !self.is_bind() {
             return None;
         }
-        let ticket: Arc<BindTicket> = self.msg.carried()?;
-        let exec = ticket.exec.lock().take()?;
-        Some((ticket.core.clone(), exec))
+        let core: AgentArc = self.msg.carried()?;
+        let exec = core.take_over()?;
+        Some((core, exec))
     }
 
     /// Done with the demand: its message's payload may be reused (see `Message::recycle`).
@@ -489,10 +477,11 @@ mod tests {
         }
     }
 
-    /// A `Bind` that is never run (its worker is gone) drops the executor waiting in the
-    /// agent's core; one that is run hands it over exactly once.
+    /// A `Bind` that is never run (its worker is gone) leaves the executor waiting in the
+    /// agent's core, which drops it with itself (its coop drops it earlier: see the test
+    /// in `coop::protocol`); one that is run hands it over exactly once.
     #[test]
-    fn an_unrun_bind_drops_the_executor_and_a_run_one_hands_it_over_once() {
+    fn an_unrun_bind_leaves_the_executor_in_the_core_and_a_run_one_hands_it_over_once() {
         use std::sync::atomic::{AtomicUsize, Ordering};
         struct Counted(Arc<AtomicUsize>);
         impl crate::agent::Agent for Counted {}
@@ -507,18 +496,20 @@ mod tests {
             let bind = Demand::new(AgentKey::single(), DemandKind::Bind(core.clone(), exec));
             assert!(bind.is_bind());
             drop(bind);
-            assert_eq!(drops.load(Ordering::SeqCst), 1, "dropped with the demand");
+            assert_eq!(drops.load(Ordering::SeqCst), 0, "waits in the core");
             drop(core);
+            assert_eq!(drops.load(Ordering::SeqCst), 1, "dropped with the core");
 
             let (core, exec) = crate::agent::create(Counted(drops.clone()), env);
             let mut bind = Demand::new(AgentKey::single(), DemandKind::Bind(core, exec));
-            let (_, exec) = bind.take_bind().expect("the executor, once");
+            let (core, exec) = bind.take_bind().expect("the executor, once");
             assert!(bind.take_bind().is_none());
             drop(bind);
+            drop(core);
             assert_eq!(
                 drops.load(Ordering::SeqCst),
                 1,
-                "not dropped by the spent demand"
+                "not dropped by the spent demand or the core"
             );
             drop(exec);
             assert_eq!(drops.load(Ordering::SeqCst), 2);

@@ -105,7 +105,7 @@ impl Demand {
     #[inline]
     pub(crate) fn new(key: AgentKey, kind: DemandKind) -> Demand {
         let (mbox, msg) = match kind {
-            DemandKind::Message { mbox, msg } => (mbox, msg),
+            DemandKind::Message { mbox, msg } => return Demand::message(key, mbox, msg),
             DemandKind::Start => (START, no_message()),
             DemandKind::Finish => (FINISH, no_message()),
             // The executor waits in the core, and the message is the core itself: binding
@@ -117,6 +117,12 @@ impl Demand {
                 (BIND, Message::carrying(core))
             }
         };
+        Demand { key, mbox, msg }
+    }
+
+    /// A message demand (what [`new`](Self::new) makes of `DemandKind::Message`).
+    #[inline]
+    pub(crate) fn message(key: AgentKey, mbox: MboxId, msg: Message) -> Demand {
         Demand { key, mbox, msg }
     }
 

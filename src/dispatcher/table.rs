@@ -99,28 +99,37 @@ impl AgentTable {
         }
     }
 
+    /// Takes a `Bind` demand's agent into its slot. Out of line: it runs once per agent,
+    /// and the loop that runs every message is better without its code.
+    #[cold]
+    #[inline(never)]
+    fn bind(&mut self, mut demand: Demand) {
+        let key = demand.key;
+        let slot = key.slot as usize;
+        let Some((core, exec)) = demand.take_bind() else {
+            return;
+        };
+        if slot >= self.slots.len() {
+            if slot >= self.slots.capacity() {
+                // Grown by half, not doubled: a table per cooperation queue is common
+                // (thread pools), and a million agents felt the doubling.
+                let want = (slot + 1)
+                    .max(self.slots.len() + self.slots.len() / 2)
+                    .max(4);
+                self.slots.reserve_exact(want - self.slots.len());
+            }
+            self.slots.resize_with(slot + 1, || None);
+        }
+        self.slots[slot] = Some((key.generation, core, exec));
+    }
+
     /// Runs one demand.
     #[inline]
-    pub(crate) fn run(&mut self, mut demand: Demand) {
+    pub(crate) fn run(&mut self, demand: Demand) {
         let key = demand.key;
         let slot = key.slot as usize;
         if demand.is_bind() {
-            let Some((core, exec)) = demand.take_bind() else {
-                return;
-            };
-            if slot >= self.slots.len() {
-                if slot >= self.slots.capacity() {
-                    // Grown by half, not doubled: a table per cooperation queue is common
-                    // (thread pools), and a million agents felt the doubling.
-                    let want = (slot + 1)
-                        .max(self.slots.len() + self.slots.len() / 2)
-                        .max(4);
-                    self.slots.reserve_exact(want - self.slots.len());
-                }
-                self.slots.resize_with(slot + 1, || None);
-            }
-            self.slots[slot] = Some((key.generation, core, exec));
-            return;
+            return self.bind(demand);
         }
         let finished = match self.slots.get_mut(slot) {
             Some(Some((generation, core, exec))) if *generation == key.generation => {

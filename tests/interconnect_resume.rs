@@ -136,8 +136,17 @@ fn a_stream_survives_cut_connections_exactly_once_and_in_order_per_channel() {
     }
     assert!(rx.try_recv().is_err());
 
-    let s1 = node1.ic.session_stats(2).unwrap();
-    let s2 = node2.ic.session_stats(1).unwrap();
+    // The reader thread counts a batch of events after handing them over: the counts
+    // catch up with what the recorder saw a moment later.
+    let deadline = Instant::now() + PATIENCE;
+    let (s1, s2) = loop {
+        let s1 = node1.ic.session_stats(2).unwrap();
+        let s2 = node2.ic.session_stats(1).unwrap();
+        if s2.events_in >= total || Instant::now() >= deadline {
+            break (s1, s2);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
     println!(
         "cuts {} + {}, accepted {} + {}\nnode 1: {s1:?}\nnode 2: {s2:?}",
         to1.cuts(),

@@ -97,12 +97,15 @@ fn run(node: &Arc<NodeShared>, s: &Arc<Session>, gen: u64, mut stream: TcpStream
         start += used;
         let fallout = {
             let mut st = s.state.lock();
-            if st.gen != gen {
-                return;
-            }
+            // Counted whatever became of the connection meanwhile: these bytes were read
+            // and these events handed to the local system already (a resume between the
+            // two locks used to lose them from the counts).
             st.stats.bytes_in += n as u64;
             st.stats.events_in += fx.events_in;
             st.stats.packets_skipped += fx.skipped;
+            if st.gen != gen {
+                return;
+            }
             if let Some(rtt) = fx.rtt {
                 st.stats.rtt = Some(rtt);
             }

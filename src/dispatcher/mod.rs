@@ -65,11 +65,6 @@ pub(crate) struct Demand {
     msg: Message,
 }
 
-#[inline]
-fn no_message() -> Message {
-    Message::placeholder()
-}
-
 /// Reserved mbox ids of the control demands (mbox ids count up from 1 and never get near).
 const BIND: MboxId = MboxId(u64::MAX);
 const START: MboxId = MboxId(u64::MAX - 1);
@@ -106,8 +101,8 @@ impl Demand {
     pub(crate) fn new(key: AgentKey, kind: DemandKind) -> Demand {
         let (mbox, msg) = match kind {
             DemandKind::Message { mbox, msg } => return Demand::message(key, mbox, msg),
-            DemandKind::Start => (START, no_message()),
-            DemandKind::Finish => (FINISH, no_message()),
+            DemandKind::Start => (START, Message::placeholder()),
+            DemandKind::Finish => (FINISH, Message::placeholder()),
             // The executor waits in the core, and the message is the core itself: binding
             // allocates nothing. The demand has no `Drop` of its own (one cost 5-15% on the
             // message path: every recycle had to check it and leave a placeholder behind);
@@ -133,7 +128,7 @@ impl Demand {
         Demand {
             key: AgentKey::single(),
             mbox: STOP_WORKER,
-            msg: no_message(),
+            msg: Message::placeholder(),
         }
     }
 

@@ -94,6 +94,12 @@ impl MessageType {
         }
     }
 
+    /// A message type from the parts of one taken apart (where its `TypeId` is kept
+    /// anyway, as a key).
+    pub(crate) fn from_parts(id: TypeId, name: &'static str, mutable: bool) -> Self {
+        MessageType { id, name, mutable }
+    }
+
     /// The `TypeId` this message type is keyed by.
     pub fn type_id(&self) -> TypeId {
         self.id

@@ -20,7 +20,9 @@ use crate::trace::Trace;
 pub(crate) struct States {
     pub(crate) default: State,
     pub(crate) current: State,
-    pub(crate) pending: Vec<State>,
+    /// State switches are waiting in `rare` (read for every message: a flag, where the
+    /// list itself would take 24 bytes in every agent).
+    switching: bool,
     pub(crate) in_hook: bool,
     /// Set by `deactivate_agent`: the agent stays awaiting deregistration.
     pub(crate) deactivated: bool,
@@ -32,6 +34,8 @@ pub(crate) struct States {
 /// The parts of [`States`] an agent that never leaves its default state does not need.
 #[derive(Default)]
 pub(crate) struct StatesRare {
+    /// Requested state switches, applied in order when the running handler returns.
+    pending: Vec<State>,
     /// Per composite state with history: the child (shallow) or leaf (deep) last active.
     history: SmallMap<u64, State>,
     /// Per state: slots of its `on_enter` and `on_exit` hooks.
@@ -68,11 +72,42 @@ impl States {
         States {
             current: default.clone(),
             default,
-            pending: Vec::new(),
+            switching: false,
             in_hook: false,
             deactivated: false,
             rare: None,
         }
+    }
+
+    /// Whether state switches wait to be applied.
+    #[inline]
+    pub(crate) fn has_switch(&self) -> bool {
+        self.switching
+    }
+
+    /// Asks for a switch to `target` after the running handler.
+    pub(crate) fn push_switch(&mut self, target: State) {
+        self.rare_mut().pending.push(target);
+        self.switching = true;
+    }
+
+    /// The first requested switch, taken from the list.
+    pub(crate) fn next_switch(&mut self) -> Option<State> {
+        let r = self.rare.as_mut()?;
+        if r.pending.is_empty() {
+            return None;
+        }
+        let next = r.pending.remove(0);
+        self.switching = !r.pending.is_empty();
+        Some(next)
+    }
+
+    /// Forgets the requested switches.
+    pub(crate) fn clear_switches(&mut self) {
+        if let Some(r) = self.rare.as_mut() {
+            r.pending.clear();
+        }
+        self.switching = false;
     }
 
     pub(crate) fn rare(&self) -> Option<&StatesRare> {
@@ -154,7 +189,6 @@ pub struct Context<A: Agent> {
     /// Limits being declared (boxed at the first declaration); fixed at the first
     /// subscription or after `define`.
     limits: Option<Box<Declared>>,
-    limits_fixed: bool,
 }
 
 impl<A: Agent> std::fmt::Debug for Context<A> {
@@ -175,7 +209,6 @@ impl<A: Agent> Context<A> {
             subs: Subscriptions::default(),
             states: States::new(),
             limits: None,
-            limits_fixed: false,
         }
     }
 
@@ -334,7 +367,7 @@ impl<A: Agent> Context<A> {
         }
         self.states.resolve(target)?;
         self.states.keep(target);
-        self.states.pending.push(target.clone());
+        self.states.push_switch(target.clone());
         Ok(())
     }
 
@@ -380,10 +413,9 @@ impl<A: Agent> Context<A> {
         if self.states.deactivated {
             return;
         }
-        self.states.pending.clear();
+        self.states.clear_switches();
         self.states
-            .pending
-            .push(super::state::awaiting_deregistration_state().clone());
+            .push_switch(super::state::awaiting_deregistration_state().clone());
         self.states.deactivated = true;
         if let Ok(me) = self.me() {
             self.subs.deactivate(&me);
@@ -487,7 +519,7 @@ impl<A: Agent> Context<A> {
 
     /// Rule 1 of [`crate::limits`]: the agent's limits are fixed from now on.
     pub(crate) fn freeze_limits(&mut self) {
-        self.limits_fixed = true;
+        self.subs.limits_fixed = true;
         let Some(declared) = self.limits.take() else {
             return;
         };
@@ -497,7 +529,7 @@ impl<A: Agent> Context<A> {
     }
 
     fn declare_limit(&mut self, ty: Option<MessageType>, spec: Spec) -> Result<(), LimitError> {
-        if self.limits_fixed {
+        if self.subs.limits_fixed {
             return Err(LimitError::TooLate);
         }
         self.limits.get_or_insert_default().add(ty, spec)

@@ -214,3 +214,23 @@ pub(crate) fn create<A: Agent>(agent: A, env: &Environment) -> (AgentArc, Box<dy
     let ctx = Context::new(Arc::downgrade(&core), id, env.clone());
     (core, Box::new(exec::Inner::new(agent, ctx)))
 }
+
+/// Spawning is bound by memory (the peerbench spawn workload takes ~0.6 ns per byte of an
+/// agent: page faults and the worker's allocator growing its heap page by page), so the
+/// per-agent structures have a budget, checked here on 64-bit targets.
+#[cfg(all(test, target_pointer_width = "64"))]
+mod size_budget {
+    use std::mem::size_of;
+
+    struct Empty;
+    impl super::Agent for Empty {}
+
+    #[test]
+    fn the_per_agent_structures_stay_within_their_byte_budget() {
+        assert!(size_of::<super::core::AgentCore>() <= 288);
+        assert!(size_of::<super::Context<Empty>>() <= 304);
+        assert!(size_of::<super::exec::Inner<Empty>>() <= 344);
+        assert!(size_of::<super::context::States>() <= 32);
+        assert!(size_of::<crate::coop::CoopInner>() <= 128);
+    }
+}

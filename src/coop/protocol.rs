@@ -74,17 +74,65 @@ struct Sync {
     status: Status,
     /// Inline for the common one-agent coop.
     agents: SmallVec<[(AgentArc, Binder, AgentKey); 1]>,
-    children: Vec<Arc<CoopInner>>,
+    /// Children and deregistration notices, allocated for the coops that have them: most
+    /// coops are leaves nobody asked to hear from, and a coop is allocated per spawn (the
+    /// spawn benchmark's time grows with the bytes an agent takes).
+    links: Option<Box<Links>>,
     /// Agents whose `on_finish` has not completed.
-    live: usize,
+    live: u32,
     finishing: bool,
-    reason: Option<DeregReason>,
-    dereg_requested: Option<DeregReason>,
-    dereg_notify: Vec<Mbox>,
     /// Registration notifications have been sent (registration step 5).
     reg_notified: bool,
+    reason: Option<DeregReason>,
+    dereg_requested: Option<DeregReason>,
     /// The coop went final before step 5: its deregistration notifications wait for it.
     dereg_notify_held: Option<DeregReason>,
+}
+
+/// What a coop links to besides its agents.
+#[derive(Default)]
+struct Links {
+    children: Vec<Arc<CoopInner>>,
+    dereg_notify: Vec<Mbox>,
+}
+
+impl Sync {
+    fn new(status: Status, dereg_notify: Vec<Mbox>) -> Self {
+        Sync {
+            status,
+            agents: SmallVec::new(),
+            links: (!dereg_notify.is_empty()).then(|| {
+                Box::new(Links {
+                    children: Vec::new(),
+                    dereg_notify,
+                })
+            }),
+            live: 0,
+            finishing: false,
+            reg_notified: false,
+            reason: None,
+            dereg_requested: None,
+            dereg_notify_held: None,
+        }
+    }
+
+    fn has_children(&self) -> bool {
+        self.links.as_ref().is_some_and(|l| !l.children.is_empty())
+    }
+
+    fn children(&self) -> Vec<Arc<CoopInner>> {
+        self.links
+            .as_ref()
+            .map(|l| l.children.clone())
+            .unwrap_or_default()
+    }
+
+    fn take_dereg_notify(&mut self) -> Vec<Mbox> {
+        self.links
+            .as_mut()
+            .map(|l| std::mem::take(&mut l.dereg_notify))
+            .unwrap_or_default()
+    }
 }
 
 pub(crate) struct CoopInner {
@@ -136,12 +184,14 @@ impl CoopInner {
         if s.status != Status::Registered {
             return Err(RegisterError::ParentNotRegistered);
         }
-        s.children.push(child.clone());
+        s.links.get_or_insert_default().children.push(child.clone());
         Ok(())
     }
 
     fn remove_child(self: &Arc<Self>, id: u64) {
-        self.sync.lock().children.retain(|c| c.id != id);
+        if let Some(l) = self.sync.lock().links.as_mut() {
+            l.children.retain(|c| c.id != id);
+        }
         self.try_finish();
     }
 
@@ -162,7 +212,7 @@ impl CoopInner {
             for (a, _, _) in &s.agents {
                 a.transition(ACTIVE, DEREGISTERING);
             }
-            s.children.clone()
+            s.children()
         };
         for c in children {
             c.deregister(DeregReason::Parent);
@@ -174,11 +224,11 @@ impl CoopInner {
     fn try_finish(self: &Arc<Self>) {
         let agents: SmallVec<[AgentArc; 1]> = {
             let mut s = self.sync.lock();
-            if s.status != Status::Deregistering || !s.children.is_empty() || s.finishing {
+            if s.status != Status::Deregistering || s.has_children() || s.finishing {
                 return;
             }
             s.finishing = true;
-            s.live = s.agents.len();
+            s.live = s.agents.len() as u32;
             let mut agents = SmallVec::with_capacity(s.agents.len());
             for (a, _, _) in &s.agents {
                 agents.push(a.clone());
@@ -239,7 +289,7 @@ impl CoopInner {
             // The deregistration notice never precedes the registration notice: if the
             // registering thread has not sent that yet, it sends both, in order.
             let notify = if s.reg_notified {
-                std::mem::take(&mut s.dereg_notify)
+                s.take_dereg_notify()
             } else {
                 s.dereg_notify_held = Some(reason);
                 Vec::new()
@@ -334,18 +384,10 @@ pub(crate) fn register(mut coop: Coop) -> Result<CoopHandle, RegisterError> {
         env: env.downgrade(),
         parent,
         reaction: coop.reaction,
-        sync: Mutex::new(Sync {
-            status: Status::Registering,
-            agents: SmallVec::new(),
-            children: Vec::new(),
-            live: 0,
-            finishing: false,
-            reason: None,
-            dereg_requested: None,
-            dereg_notify: std::mem::take(&mut coop.dereg_notify),
-            reg_notified: false,
-            dereg_notify_held: None,
-        }),
+        sync: Mutex::new(Sync::new(
+            Status::Registering,
+            std::mem::take(&mut coop.dereg_notify),
+        )),
         registry_slot: std::sync::atomic::AtomicUsize::new(usize::MAX),
     });
     // Step 1.
@@ -405,7 +447,7 @@ pub(crate) fn register(mut coop: Coop) -> Result<CoopHandle, RegisterError> {
         s.reg_notified = true;
         s.dereg_notify_held
             .take()
-            .map(|reason| (std::mem::take(&mut s.dereg_notify), reason))
+            .map(|reason| (s.take_dereg_notify(), reason))
     };
     if let Some((notify, reason)) = held {
         send_dereg_notices(&handle, notify, reason);
@@ -463,16 +505,10 @@ mod tests {
                 parent: None,
                 reaction: ExceptionReaction::Inherit,
                 sync: Mutex::new(Sync {
-                    status: Status::Registered,
                     agents: smallvec::smallvec![(core, env.default_binder(), AgentKey::single())],
-                    children: Vec::new(),
                     live: 1,
-                    finishing: false,
-                    reason: None,
-                    dereg_requested: None,
-                    dereg_notify: Vec::new(),
                     reg_notified: true,
-                    dereg_notify_held: None,
+                    ..Sync::new(Status::Registered, Vec::new())
                 }),
                 registry_slot: std::sync::atomic::AtomicUsize::new(usize::MAX),
             };

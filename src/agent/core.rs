@@ -305,8 +305,9 @@ pub(crate) fn push(core: &AgentArc, kind: DemandKind) {
     }
 }
 
-/// Binds the agent: its executor goes to the queue's worker (`Bind`), then `Start`, then
-/// whatever arrived before binding.
+/// Binds the agent: its executor goes to the queue's worker (`Bind`), then `Start` (both in
+/// one demand where the queue runs `Start` on binding), then whatever arrived before
+/// binding.
 ///
 /// Races: holding `pending` across the pushes means a concurrent sender either got into
 /// `pending` before (and is flushed here, in its order) or sees the binding set after.
@@ -320,8 +321,12 @@ pub(crate) fn activate(
     exec: Box<dyn AgentExec>,
 ) {
     let mut pending = core.pending.lock();
-    queue.push(Demand::new(key, DemandKind::Bind(core.clone(), exec)));
-    queue.push(Demand::new(key, DemandKind::Start));
+    if queue.starts_on_bind() {
+        queue.push(Demand::new(key, DemandKind::BindStart(core.clone(), exec)));
+    } else {
+        queue.push(Demand::new(key, DemandKind::Bind(core.clone(), exec)));
+        queue.push(Demand::new(key, DemandKind::Start));
+    }
     for kind in pending.drain(..) {
         queue.push(Demand::new(key, kind));
     }

@@ -57,7 +57,8 @@ mod table;
 /// messages is mostly demands.
 pub(crate) struct Demand {
     pub(crate) key: AgentKey,
-    /// The message's mbox, or one of the reserved ids `BIND`, `START`, `FINISH`.
+    /// The message's mbox, or one of the reserved ids `BIND`, `BIND_START`, `START`,
+    /// `FINISH`, `STOP_WORKER`.
     mbox: MboxId,
     /// The message; for `Bind`, the agent's core; a placeholder signal for `Start`,
     /// `Finish` and the worker's stop (a `Message` has no spare bit pattern for an empty
@@ -66,16 +67,22 @@ pub(crate) struct Demand {
 }
 
 /// Reserved mbox ids of the control demands (mbox ids count up from 1 and never get near).
+/// The two binds are the two highest, so that `is_bind` is one comparison.
 const BIND: MboxId = MboxId(u64::MAX);
-const START: MboxId = MboxId(u64::MAX - 1);
-const FINISH: MboxId = MboxId(u64::MAX - 2);
+/// A `Bind` whose worker runs the agent's `Start` right after taking it.
+const BIND_START: MboxId = MboxId(u64::MAX - 1);
+const START: MboxId = MboxId(u64::MAX - 2);
+const FINISH: MboxId = MboxId(u64::MAX - 3);
 /// The id of a demand for no agent that tells a serial worker to stop.
-const STOP_WORKER: MboxId = MboxId(u64::MAX - 3);
+const STOP_WORKER: MboxId = MboxId(u64::MAX - 4);
 
 /// What a demand asks for, to be queued.
 pub(crate) enum DemandKind {
     /// The agent's executor moves to the worker: always the first demand of an agent.
     Bind(AgentArc, Box<dyn AgentExec>),
+    /// `Bind`, then `Start` at once, in one demand (for queues whose worker runs demands
+    /// through an [`AgentTable`]; see [`EventQueue::starts_on_bind`]).
+    BindStart(AgentArc, Box<dyn AgentExec>),
     /// `on_start`: always the first demand an agent handles.
     Start,
     /// `on_finish`: always the last.
@@ -111,6 +118,10 @@ impl Demand {
                 core.hand_over(exec);
                 (BIND, Message::carrying(core))
             }
+            DemandKind::BindStart(core, exec) => {
+                core.hand_over(exec);
+                (BIND_START, Message::carrying(core))
+            }
         };
         Demand { key, mbox, msg }
     }
@@ -137,9 +148,15 @@ impl Demand {
         self.mbox == STOP_WORKER
     }
 
+    /// A `Bind`, with or without the `Start` after it.
     #[inline]
     pub(crate) fn is_bind(&self) -> bool {
-        self.mbox == BIND
+        self.mbox.0 >= BIND_START.0
+    }
+
+    /// A `Bind` whose worker runs `Start` right after it.
+    pub(crate) fn starts_after_bind(&self) -> bool {
+        self.mbox == BIND_START
     }
 
     /// The agent and executor of a `Bind` demand; `None` for any other demand.
@@ -164,7 +181,7 @@ impl Demand {
         match self.mbox {
             START => Run::Start,
             FINISH => Run::Finish,
-            BIND | STOP_WORKER => Run::Bind,
+            BIND | BIND_START | STOP_WORKER => Run::Bind,
             mbox => Run::Message {
                 mbox,
                 msg: &self.msg,
@@ -177,6 +194,13 @@ impl Demand {
 pub(crate) trait EventQueue: Send + Sync {
     /// Queues one demand; never blocks. A queue whose worker has stopped drops it.
     fn push(&self, demand: Demand);
+
+    /// Whether this queue's worker runs `Start` right after a `BindStart` (an agent is
+    /// then bound and started by one demand, not two: spawning queues half the control
+    /// demands). Queues whose worker runs demands through an [`AgentTable`] say yes.
+    fn starts_on_bind(&self) -> bool {
+        false
+    }
 }
 
 /// What a dispatcher does for the coop registration protocol (see `coop`).
@@ -460,6 +484,7 @@ mod tests {
         ));
         let stop = Demand::stop_worker();
         assert!(stop.is_stop_worker() && !stop.is_bind());
+        assert!(!stop.starts_after_bind());
         assert!(!Demand::new(key, DemandKind::Start).is_stop_worker());
         let msg = Message::new(7u32);
         let d = Demand::new(
@@ -495,7 +520,8 @@ mod tests {
             let drops = Arc::new(AtomicUsize::new(0));
             let (core, exec) = crate::agent::create(Counted(drops.clone()), env);
             let bind = Demand::new(AgentKey::single(), DemandKind::Bind(core.clone(), exec));
-            assert!(bind.is_bind());
+            assert!(bind.is_bind() && !bind.starts_after_bind());
+            assert!(matches!(bind.run(), Run::Bind));
             drop(bind);
             assert_eq!(drops.load(Ordering::SeqCst), 0, "waits in the core");
             drop(core);
@@ -514,6 +540,14 @@ mod tests {
             );
             drop(exec);
             assert_eq!(drops.load(Ordering::SeqCst), 2);
+
+            let (core, exec) = crate::agent::create(Counted(drops.clone()), env);
+            let mut bind = Demand::new(AgentKey::single(), DemandKind::BindStart(core, exec));
+            assert!(bind.is_bind() && bind.starts_after_bind());
+            assert!(matches!(bind.run(), Run::Bind), "never run as a message");
+            let (_core, exec) = bind.take_bind().expect("the executor, once");
+            drop(exec);
+            assert_eq!(drops.load(Ordering::SeqCst), 3);
         })
         .unwrap();
     }

@@ -206,6 +206,11 @@ struct PrioQueue {
 }
 
 impl EventQueue for PrioQueue {
+    /// The worker runs demands through an `AgentTable`.
+    fn starts_on_bind(&self) -> bool {
+        true
+    }
+
     fn push(&self, demand: Demand) {
         self.shared.push(self.prio, demand);
     }

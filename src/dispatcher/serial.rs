@@ -209,6 +209,11 @@ impl SerialQueue {
 const BURST: usize = 64;
 
 impl EventQueue for SerialQueue {
+    /// The worker runs demands through an `AgentTable`.
+    fn starts_on_bind(&self) -> bool {
+        true
+    }
+
     #[inline]
     fn push(&self, demand: Demand) {
         if SERVING.get() == self.key() {

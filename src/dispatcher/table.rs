@@ -12,7 +12,7 @@
 
 use parking_lot::Mutex;
 
-use super::Demand;
+use super::{Demand, Run};
 use crate::agent::{AgentArc, AgentExec};
 
 /// Slot and generation of an agent on its worker.
@@ -99,13 +99,15 @@ impl AgentTable {
         }
     }
 
-    /// Takes a `Bind` demand's agent into its slot. Out of line: it runs once per agent,
-    /// and the loop that runs every message is better without its code.
+    /// Takes a `Bind` demand's agent into its slot, and runs its `Start` if the demand
+    /// asks for it. Out of line: it runs once per agent, and the loop that runs every
+    /// message is better without its code.
     #[cold]
     #[inline(never)]
     fn bind(&mut self, mut demand: Demand) {
         let key = demand.key;
         let slot = key.slot as usize;
+        let starts = demand.starts_after_bind();
         let Some((core, exec)) = demand.take_bind() else {
             return;
         };
@@ -121,6 +123,24 @@ impl AgentTable {
             self.slots.resize_with(slot + 1, || None);
         }
         self.slots[slot] = Some((key.generation, core, exec));
+        if starts {
+            let finished = match &mut self.slots[slot] {
+                Some((_, core, exec)) => exec.execute(core, Run::Start),
+                None => false,
+            };
+            if finished {
+                self.finish(slot);
+            }
+        }
+    }
+
+    /// The agent in `slot` handled its last demand: its executor (the user's agent) is
+    /// dropped here, on its worker; then its coop learns that it is done.
+    fn finish(&mut self, slot: usize) {
+        if let Some((_, core, exec)) = self.slots[slot].take() {
+            drop(exec);
+            crate::agent::core::finished(&core);
+        }
     }
 
     /// Runs one demand.

@@ -209,6 +209,10 @@ impl Shared {
                     // it per agent reallocated memory another thread had allocated, and
                     // the two threads then fought over the allocator's lock: skynet).
                     table.reserve_slots(q.keys.slots());
+                    if next.starts_after_bind() {
+                        // Its `Start` is a demand the user sees.
+                        budget -= 1;
+                    }
                 } else {
                     budget -= 1;
                 }
@@ -307,14 +311,19 @@ struct AgentQueue {
 }
 
 impl EventQueue for AgentQueue {
+    /// The worker runs demands through an `AgentTable`.
+    fn starts_on_bind(&self) -> bool {
+        true
+    }
+
     fn push(&self, demand: Demand) {
         let schedule = {
             let mut inbox = self.inbox.lock();
             if !inbox.sized {
-                // A fresh queue: room for a `Bind` and a `Start` per agent bound to it, in
-                // one allocation (a registration queues them in a burst).
+                // A fresh queue: room for the `BindStart` of each agent bound to it, in one
+                // allocation (a registration queues them in a burst).
                 inbox.sized = true;
-                inbox.demands.reserve((2 * self.keys.slots()).max(4));
+                inbox.demands.reserve(self.keys.slots().max(4));
             }
             inbox.demands.push_back(demand);
             !std::mem::replace(&mut inbox.scheduled, true)

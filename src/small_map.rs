@@ -89,7 +89,10 @@ impl<K: Eq + Hash + Copy, V, const N: usize> SmallMap<K, V, N> {
         }
     }
 
-    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     fn len(&self) -> usize {
         match self {
             SmallMap::Small(v) => v.len(),

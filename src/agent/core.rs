@@ -151,6 +151,13 @@ impl AgentCore {
     }
 
     pub(crate) fn direct_clear(&self) {
+        let t = self.direct.read();
+        if t.is_empty() {
+            // Nothing to clear, and the fast copy already says so: every change to the
+            // table published it, and a new core's copy is the empty table's.
+            return;
+        }
+        drop(t);
         self.direct_update(|t| *t = SmallMap::default());
     }
 

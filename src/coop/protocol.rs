@@ -116,6 +116,14 @@ impl Sync {
         }
     }
 
+    /// Step 2 begins (the caller checked that it may): every agent is counted live, and
+    /// returned for its `Finish`.
+    fn start_finishing(&mut self) -> SmallVec<[AgentArc; 1]> {
+        self.finishing = true;
+        self.live = self.agents.len() as u32;
+        self.agents.iter().map(|(a, _, _)| a.clone()).collect()
+    }
+
     fn has_children(&self) -> bool {
         self.links.as_ref().is_some_and(|l| !l.children.is_empty())
     }
@@ -212,6 +220,12 @@ impl CoopInner {
             for (a, _, _) in &s.agents {
                 a.transition(ACTIVE, DEREGISTERING);
             }
+            if !s.has_children() {
+                // A leaf goes on to step 2 under the same lock.
+                let agents = s.start_finishing();
+                drop(s);
+                return self.finish_agents(agents);
+            }
             s.children()
         };
         for c in children {
@@ -222,19 +236,18 @@ impl CoopInner {
 
     /// Deregistration step 2, once the last child is gone.
     fn try_finish(self: &Arc<Self>) {
-        let agents: SmallVec<[AgentArc; 1]> = {
+        let agents = {
             let mut s = self.sync.lock();
             if s.status != Status::Deregistering || s.has_children() || s.finishing {
                 return;
             }
-            s.finishing = true;
-            s.live = s.agents.len() as u32;
-            let mut agents = SmallVec::with_capacity(s.agents.len());
-            for (a, _, _) in &s.agents {
-                agents.push(a.clone());
-            }
-            agents
+            s.start_finishing()
         };
+        self.finish_agents(agents);
+    }
+
+    /// Step 2 for the agents [`Sync::start_finishing`] returned.
+    fn finish_agents(self: &Arc<Self>, agents: SmallVec<[AgentArc; 1]>) {
         if agents.is_empty() {
             self.go_final(false);
         }
@@ -321,7 +334,9 @@ impl CoopInner {
         if let Some(env) = env {
             env.unlink_coop(self);
         }
-        send_dereg_notices(&CoopHandle::from_inner(self), notify, reason);
+        if !notify.is_empty() {
+            send_dereg_notices(&CoopHandle::from_inner(self), notify, reason);
+        }
         if let Some(p) = &self.parent {
             p.remove_child(self.id);
         }

@@ -544,6 +544,90 @@ fn a_direct_mbox_with_twelve_types_delivers_each_and_stops_exactly_the_unsubscri
     }
 }
 
+/// Sent to the agent's own direct mbox, round `.0`.
+struct Probe(u8);
+/// Runs round `.0` (through an MPMC mbox, so that a refused `Probe` cannot stall it).
+struct Round(u8);
+
+/// The agent's own direct mbox keeps a type for as long as any use of it is left: a
+/// subscription in any state or a dead-letter handler (its uses are counted from the
+/// subscription index, not recorded apart).
+#[test]
+fn a_direct_mbox_keeps_a_type_while_any_state_or_dead_letter_handler_uses_it() {
+    let (log, collect, _) = run_traced_script(|log| {
+        Script::new(log).setup(|_, ctx| {
+            // The agent stays in the default state: its `Probe`s go to the dead-letter
+            // handler while there is one, and are dropped unhandled after.
+            let (a, b) = (State::new("a"), State::new("b"));
+            ctx.subscribe_self()
+                .in_state(&a)
+                .in_state(&b)
+                .event(|s: &mut Script, _, p: &Probe| s.log.push(format!("in a state {}", p.0)))?;
+            ctx.subscribe_self()
+                .dead_letter(|s: &mut Script, _, p: &Probe| {
+                    s.log.push(format!("dead letter {}", p.0))
+                })?;
+            let rounds = ctx.environment().create_mbox();
+            let next = rounds.clone();
+            ctx.subscribe(&rounds)
+                .event(move |s: &mut Script, ctx, r: &Round| {
+                    let me = ctx.direct_mbox();
+                    let removed = match r.0 {
+                        0 => true,
+                        1 => ctx.unsubscribe::<Probe>(&me, &a),
+                        2 => ctx.unsubscribe::<Probe>(&me, &b),
+                        3 => ctx.unsubscribe_dead_letter::<Probe>(&me),
+                        4 => ctx
+                            .subscribe_self()
+                            .in_state(&a)
+                            .event(|_: &mut Script, _, _: &Probe| {})
+                            .is_ok(),
+                        _ => return ctx.deregister_coop(DeregReason::Normal),
+                    };
+                    s.log.push(format!("round {} {removed}", r.0));
+                    send(&me, Probe(r.0)).unwrap();
+                    // Behind this round's probe.
+                    send(&next, Round(r.0 + 1)).unwrap();
+                })?;
+            send(&rounds, Round(0)).unwrap();
+            Ok(())
+        })
+    });
+    assert_eq!(
+        log,
+        [
+            "round 0 true",
+            "dead letter 0",
+            "round 1 true",
+            "dead letter 1",
+            "round 2 true",
+            "dead letter 2",
+            "round 3 true",
+            "round 4 true",
+        ]
+    );
+    use TraceEvent::*;
+    assert_eq!(
+        collect.events_of("Probe"),
+        [
+            // Two states and the dead-letter handler use it.
+            Delivered,
+            HandlerCalled,
+            // One state less.
+            Delivered,
+            HandlerCalled,
+            // No state has it, the dead-letter handler still does.
+            Delivered,
+            HandlerCalled,
+            // No use left: refused at the mbox.
+            NoSubscribers,
+            // Subscribed again.
+            Delivered,
+            NoHandler,
+        ]
+    );
+}
+
 // ---------------------------------------------------------------------------------------
 // 6. A direct-mbox filter without a subscription.
 

@@ -136,11 +136,8 @@ impl AgentCore {
         self.coop.get().and_then(Weak::upgrade)
     }
 
-    pub(crate) fn direct_set_subscribed(&self, ty: MessageType, on: bool) {
-        self.direct_update(|t| {
-            t.entry_or_insert_with(ty.type_id(), DirectEntry::default)
-                .subscribed = on
-        });
+    pub(crate) fn direct_set_subscribed(&self, ty: TypeId, on: bool) {
+        self.direct_update(|t| t.entry_or_insert_with(ty, DirectEntry::default).subscribed = on);
     }
 
     pub(crate) fn direct_set_filter(&self, ty: MessageType, filter: Option<DeliveryFilter>) {

@@ -47,7 +47,7 @@ impl RawMbox<'_> {
             Repr::Mpmc(m) => m.subscribe(ty, subscriber),
             Repr::Direct(a) => {
                 check_owner(self.0, a, subscriber)?;
-                a.direct_set_subscribed(ty, true);
+                a.direct_set_subscribed(ty.type_id(), true);
                 Ok(())
             }
             Repr::Unique(m) => m.subscribe(ty, subscriber),
@@ -61,7 +61,7 @@ impl RawMbox<'_> {
             Repr::Mpmc(m) => m.unsubscribe(ty, subscriber),
             Repr::Direct(a) => {
                 if is_owner(a, subscriber) {
-                    a.direct_set_subscribed(ty, false);
+                    a.direct_set_subscribed(ty.type_id(), false);
                 }
             }
             Repr::Unique(m) => m.unsubscribe(ty, subscriber),

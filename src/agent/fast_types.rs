@@ -42,16 +42,18 @@
 //!
 //! # Keys
 //!
-//! A key is a 64-bit hash of the `TypeId` (std guarantees only that equal ids hash equally).
-//! Two types may share a key, with probability about 2⁻⁶⁴ per pair: the copy may then say
-//! "subscribed" for a type that is not, and the message is dropped at the agent's handler
-//! lookup, which compares whole `TypeId`s (traced `NoHandler`). It never says "not
+//! A key is a 32-bit hash of the `TypeId` (std guarantees only that equal ids hash equally):
+//! 32 bytes of slots where 64-bit keys took 64, in every agent (a many-agent workload runs
+//! faster the fewer bytes an agent takes). Two types may share a key, with probability
+//! about 2⁻³² per pair: the copy may then say "subscribed" for a type that is not, and the
+//! message is queued and dropped at the agent's handler lookup, which compares whole
+//! `TypeId`s (traced `NoHandler` instead of `NoSubscribers`). It never says "not
 //! subscribed" for a subscribed type, and no handler ever sees a message of another type.
 
 use std::any::TypeId;
 use std::hash::{Hash, Hasher};
 
-use crate::sync::{fence, AtomicU64, Ordering};
+use crate::sync::{fence, AtomicU32, AtomicU64, Ordering};
 
 /// Types the lock-free copy can hold.
 pub(crate) const SLOTS: usize = 8;
@@ -62,20 +64,20 @@ const GENERATION: u64 = 4;
 
 pub(crate) struct FastTypes {
     version: AtomicU64,
-    slots: [AtomicU64; SLOTS],
+    slots: [AtomicU32; SLOTS],
 }
 
 impl FastTypes {
     pub(crate) fn new() -> Self {
         FastTypes {
             version: AtomicU64::new(0),
-            slots: std::array::from_fn(|_| AtomicU64::new(0)),
+            slots: std::array::from_fn(|_| AtomicU32::new(0)),
         }
     }
 
     /// Publishes a new table: the given keys (`None`: the copy cannot be exact). The caller
     /// holds the lock that serialises writers.
-    pub(crate) fn publish(&self, keys: Option<&[u64]>) {
+    pub(crate) fn publish(&self, keys: Option<&[u32]>) {
         let v = self.version.load(Ordering::Relaxed);
         self.version.store(v | WRITING, Ordering::Relaxed);
         fence(Ordering::Release);
@@ -92,7 +94,7 @@ impl FastTypes {
 
     /// `Some(subscribed)` from the copy, or `None`: ask the locked table.
     #[inline]
-    pub(crate) fn lookup(&self, key: u64) -> Option<bool> {
+    pub(crate) fn lookup(&self, key: u32) -> Option<bool> {
         let v = self.version.load(Ordering::Acquire);
         if v & (WRITING | LOCKED) != 0 {
             return None;
@@ -103,10 +105,10 @@ impl FastTypes {
     }
 }
 
-/// The key of a type in the copy: a 64-bit mix of everything its `Hash` writes (never 0,
-/// the empty slot).
+/// The key of a type in the copy: a 64-bit mix of everything its `Hash` writes, folded to
+/// 32 bits (never 0, the empty slot).
 #[inline]
-pub(crate) fn type_key(ty: &TypeId) -> u64 {
+pub(crate) fn type_key(ty: &TypeId) -> u32 {
     /// A multiply-rotate mix (as FxHash) over every word written.
     struct Mix(u64);
     impl Mix {
@@ -136,7 +138,7 @@ pub(crate) fn type_key(ty: &TypeId) -> u64 {
     }
     let mut h = Mix(0);
     ty.hash(&mut h);
-    h.0.max(1)
+    ((h.0 ^ (h.0 >> 32)) as u32).max(1)
 }
 
 #[cfg(all(test, not(loom)))]

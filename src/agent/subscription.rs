@@ -71,18 +71,13 @@ pub(crate) struct Subscriptions<A: Agent> {
     // One entry inline: most agents subscribe to one type from one mbox, and then hold no
     // allocation for it.
     index: SmallMap<Key, Action, 1>,
-    /// The other mboxes subscribed to, with their use counts. The agent's own direct mbox
-    /// is not recorded: its uses are the index entries (and dead letters) with its id, so
-    /// an agent that subscribes only to its own mbox, the common case, keeps nothing here
-    /// (a map with no inline entry: 56 bytes less in every agent).
-    mboxes: SmallMap<(u64, TypeId), MboxUse>,
     /// Number of index entries (or hooks) that use each slot.
     slot_uses: SmallVec<[u32; 2]>,
     /// Behind `SyncWrapper` (only ever reached through `&mut`): with it an agent's executor
     /// is `Sync` exactly when the agent is.
     pub(crate) new_handlers: SyncWrapper<NewHandlers<A>>,
-    /// Dead letters, filters and slot recycling, allocated on first use (most agents
-    /// subscribe once and never unsubscribe).
+    /// Other mboxes, dead letters, filters and slot recycling, allocated on first use (most
+    /// agents subscribe only to their own mbox, and never unsubscribe).
     rare: Option<Box<SubsRare>>,
     pub(crate) finished: bool,
     /// Set with `finished` by `deactivate_agent`: the error says why.
@@ -90,10 +85,18 @@ pub(crate) struct Subscriptions<A: Agent> {
     /// The agent's message limits are fixed (at its first subscription or after `define`);
     /// kept here, beside the other flags, where it costs no bytes of its own.
     pub(crate) limits_fixed: bool,
+    /// Slots wait in `rare.freed` (read for every message: a flag beside the others, not
+    /// a look into `rare`, which agents subscribed to other mboxes have).
+    has_freed: bool,
 }
 
 #[derive(Default)]
 struct SubsRare {
+    /// The mboxes subscribed to other than the agent's own, with their use counts. The own
+    /// direct mbox is not recorded: its uses are the index entries (and dead letters) with
+    /// its id, so an agent that subscribes only to its own mbox, the common case, keeps
+    /// nothing here (88 bytes less in every agent than an inline entry in the agent).
+    mboxes: SmallMap<(u64, TypeId), MboxUse>,
     dead_letters: SmallMap<(u64, TypeId), usize>,
     filters: SmallMap<(u64, TypeId), (Mbox, MessageType)>,
     free_slots: Vec<usize>,
@@ -104,13 +107,13 @@ impl<A: Agent> Default for Subscriptions<A> {
     fn default() -> Self {
         Subscriptions {
             index: SmallMap::default(),
-            mboxes: SmallMap::default(),
             slot_uses: SmallVec::new(),
             new_handlers: SyncWrapper::new(SmallVec::new()),
             rare: None,
             finished: false,
             deactivated: false,
             limits_fixed: false,
+            has_freed: false,
         }
     }
 }
@@ -122,6 +125,7 @@ impl<A: Agent> Subscriptions<A> {
 
     /// Slots emptied since the last call, for the executor to clear in its slab.
     pub(crate) fn take_freed(&mut self) -> Vec<usize> {
+        self.has_freed = false;
         self.rare
             .as_mut()
             .map(|r| std::mem::take(&mut r.freed))
@@ -163,6 +167,7 @@ impl<A: Agent> Subscriptions<A> {
         self.slot_uses[slot] -= 1;
         if self.slot_uses[slot] == 0 {
             self.rare_mut().freed.push(slot);
+            self.has_freed = true;
         }
     }
 
@@ -176,8 +181,7 @@ impl<A: Agent> Subscriptions<A> {
 
     #[inline]
     pub(crate) fn has_pending(&mut self) -> bool {
-        !self.new_handlers.get_mut().is_empty()
-            || self.rare.as_ref().is_some_and(|r| !r.freed.is_empty())
+        !self.new_handlers.get_mut().is_empty() || self.has_freed
     }
 
     /// The subscriptions (in any state) and dead-letter handlers of `ty` from mbox `mbox`.
@@ -209,12 +213,12 @@ impl<A: Agent> Subscriptions<A> {
             }
             return Ok(());
         }
-        if let Some(u) = self.mboxes.get_mut(&key) {
+        if let Some(u) = self.rare.as_mut().and_then(|r| r.mboxes.get_mut(&key)) {
             u.count += 1;
             return Ok(());
         }
         mbox.raw().subscribe(ty, &Sink::from(me.clone()))?;
-        self.mboxes.insert(
+        self.rare_mut().mboxes.insert(
             key,
             MboxUse {
                 mbox: mbox.clone(),
@@ -230,17 +234,19 @@ impl<A: Agent> Subscriptions<A> {
     /// Called after the use left the index (or dead letters).
     fn unuse_mbox(&mut self, me: &AgentRef, mbox: u64, ty: TypeId) {
         let key = (mbox, ty);
-        if mbox == me.0.mbox_id().0 && !self.mboxes.contains_key(&key) {
+        let recorded = self.rare.as_mut().and_then(|r| r.mboxes.get_mut(&key));
+        if mbox == me.0.mbox_id().0 && recorded.is_none() {
             // The agent's own direct mbox (any other mbox with its id was recorded).
             if self.uses(mbox, ty) == 0 {
                 me.0.direct_set_subscribed(ty, false);
             }
             return;
         }
-        if let Some(u) = self.mboxes.get_mut(&key) {
+        if let Some(u) = recorded {
             u.count -= 1;
             if u.count == 0 {
-                let u = self.mboxes.remove(&key).expect("present above");
+                let rare = self.rare.as_mut().expect("recorded above");
+                let u = rare.mboxes.remove(&key).expect("present above");
                 u.mbox
                     .raw()
                     .unsubscribe(u.message_type(ty), &Sink::from(me.clone()));
@@ -277,7 +283,11 @@ impl<A: Agent> Subscriptions<A> {
         }
         self.use_mbox(me, mbox, ty)?;
         // One mbox-level subscription per (mbox, type) is enough, whatever the states.
-        if let Some(u) = self.mboxes.get_mut(&(mid, ty.type_id())) {
+        if let Some(u) = self
+            .rare
+            .as_mut()
+            .and_then(|r| r.mboxes.get_mut(&(mid, ty.type_id())))
+        {
             u.count += states.len() as u32 - 1;
         }
         let uses = states.len() as u32;
@@ -419,13 +429,13 @@ impl<A: Agent> Subscriptions<A> {
     /// Drops every subscription and filter at the mboxes (end of the agent's life).
     pub(crate) fn drop_all(&mut self, me: &AgentRef) {
         self.finished = true;
-        let used = std::mem::take(&mut self.mboxes);
-        for (&(_, ty), u) in used.iter() {
-            u.mbox
-                .raw()
-                .unsubscribe(u.message_type(ty), &Sink::from(me.clone()));
-        }
         if let Some(rare) = self.rare.as_mut() {
+            let used = std::mem::take(&mut rare.mboxes);
+            for (&(_, ty), u) in used.iter() {
+                u.mbox
+                    .raw()
+                    .unsubscribe(u.message_type(ty), &Sink::from(me.clone()));
+            }
             for (mbox, ty) in std::mem::take(&mut rare.filters).into_values() {
                 mbox.raw().drop_delivery_filter(ty, &Sink::from(me.clone()));
             }

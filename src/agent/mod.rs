@@ -227,7 +227,7 @@ mod size_budget {
 
     #[test]
     fn the_per_agent_structures_stay_within_their_byte_budget() {
-        assert!(size_of::<super::core::AgentCore>() <= 256);
+        assert!(size_of::<super::core::AgentCore>() <= 248);
         assert!(size_of::<super::Context<Empty>>() <= 216);
         assert!(size_of::<super::exec::Inner<Empty>>() <= 256);
         assert!(size_of::<super::context::States>() <= 32);

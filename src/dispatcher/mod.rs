@@ -76,13 +76,9 @@ const FINISH: MboxId = MboxId(u64::MAX - 3);
 /// The id of a demand for no agent that tells a serial worker to stop.
 const STOP_WORKER: MboxId = MboxId(u64::MAX - 4);
 
-/// What a demand asks for, to be queued.
+/// What a demand asks for, to be queued. (An agent's first demand, the `Bind` that moves
+/// its executor to the worker, is made by [`Demand::bind`].)
 pub(crate) enum DemandKind {
-    /// The agent's executor moves to the worker: always the first demand of an agent.
-    Bind(AgentArc, Box<dyn AgentExec>),
-    /// `Bind`, then `Start` at once, in one demand (for queues whose worker runs demands
-    /// through an [`AgentTable`]; see [`EventQueue::starts_on_bind`]).
-    BindStart(AgentArc, Box<dyn AgentExec>),
     /// `on_start`: always the first demand an agent handles.
     Start,
     /// `on_finish`: always the last.
@@ -110,20 +106,25 @@ impl Demand {
             DemandKind::Message { mbox, msg } => return Demand::message(key, mbox, msg),
             DemandKind::Start => (START, Message::placeholder()),
             DemandKind::Finish => (FINISH, Message::placeholder()),
-            // The executor waits in the core, and the message is the core itself: binding
-            // allocates nothing. The demand has no `Drop` of its own (one cost 5-15% on the
-            // message path: every recycle had to check it and leave a placeholder behind);
-            // an executor whose `Bind` is dropped unrun goes with its coop.
-            DemandKind::Bind(core, exec) => {
-                core.hand_over(exec);
-                (BIND, Message::carrying(core))
-            }
-            DemandKind::BindStart(core, exec) => {
-                core.hand_over(exec);
-                (BIND_START, Message::carrying(core))
-            }
         };
         Demand { key, mbox, msg }
+    }
+
+    /// The `Bind` that moves an agent's executor to its worker, always the agent's first
+    /// demand; with `starts`, a `BindStart`: the worker runs `Start` right after (for
+    /// queues whose worker runs demands through an [`AgentTable`]; see
+    /// [`EventQueue::starts_on_bind`]).
+    ///
+    /// The executor waits in the core (left there by `AgentCore::hand_over`), and the
+    /// message is the core itself: binding allocates nothing. The demand has no `Drop` of
+    /// its own (one cost 5-15% on the message path: every recycle had to check it and leave
+    /// a placeholder behind); an executor whose `Bind` is dropped unrun goes with its coop.
+    pub(crate) fn bind(key: AgentKey, core: AgentArc, starts: bool) -> Demand {
+        Demand {
+            key,
+            mbox: if starts { BIND_START } else { BIND },
+            msg: Message::carrying(core),
+        }
     }
 
     /// A message demand (what [`new`](Self::new) makes of `DemandKind::Message`).
@@ -519,7 +520,8 @@ mod tests {
         crate::Environment::launch(|env| {
             let drops = Arc::new(AtomicUsize::new(0));
             let (core, exec) = crate::agent::create(Counted(drops.clone()), env);
-            let bind = Demand::new(AgentKey::single(), DemandKind::Bind(core.clone(), exec));
+            core.hand_over(exec);
+            let bind = Demand::bind(AgentKey::single(), core.clone(), false);
             assert!(bind.is_bind() && !bind.starts_after_bind());
             assert!(matches!(bind.run(), Run::Bind));
             drop(bind);
@@ -528,7 +530,8 @@ mod tests {
             assert_eq!(drops.load(Ordering::SeqCst), 1, "dropped with the core");
 
             let (core, exec) = crate::agent::create(Counted(drops.clone()), env);
-            let mut bind = Demand::new(AgentKey::single(), DemandKind::Bind(core, exec));
+            core.hand_over(exec);
+            let mut bind = Demand::bind(AgentKey::single(), core, false);
             let (core, exec) = bind.take_bind().expect("the executor, once");
             assert!(bind.take_bind().is_none());
             drop(bind);
@@ -542,7 +545,8 @@ mod tests {
             assert_eq!(drops.load(Ordering::SeqCst), 2);
 
             let (core, exec) = crate::agent::create(Counted(drops.clone()), env);
-            let mut bind = Demand::new(AgentKey::single(), DemandKind::BindStart(core, exec));
+            core.hand_over(exec);
+            let mut bind = Demand::bind(AgentKey::single(), core, true);
             assert!(bind.is_bind() && bind.starts_after_bind());
             assert!(matches!(bind.run(), Run::Bind), "never run as a message");
             let (_core, exec) = bind.take_bind().expect("the executor, once");

@@ -10,7 +10,7 @@ use sync_wrapper::SyncWrapper;
 
 use super::context::{TimeLimitExpired, TIME_LIMIT_MBOX};
 use super::core::{AgentArc, AgentExec, ACTIVE, FINISHED};
-use super::subscription::{Action, Handler, SafeFn};
+use super::subscription::{Action, Handler};
 use super::{Agent, AgentRef, Context, DefineError, State, StateError};
 use crate::dispatcher::Run;
 use crate::drops::DropReason;
@@ -24,10 +24,6 @@ pub(crate) struct Inner<A: Agent> {
     pub(crate) ctx: Context<A>,
     /// Event handlers and hooks (`FnMut`: reached only through `&mut`, hence the wrapper).
     slab: SyncWrapper<SmallVec<[Option<Handler<A>>; 1]>>,
-    /// Thread-safe handlers, callable through `&self`; allocated for the agents that have
-    /// them (only `adv_thread_pool` runs them in parallel), not in every agent.
-    #[allow(clippy::box_collection)] // Boxed on purpose: 8 bytes in every agent, not 24.
-    safe: Option<Box<Vec<Option<SafeFn<A>>>>>,
 }
 
 impl<A: Agent> Inner<A> {
@@ -36,7 +32,6 @@ impl<A: Agent> Inner<A> {
             agent,
             ctx,
             slab: SyncWrapper::new(SmallVec::new()),
-            safe: None,
         }
     }
 
@@ -58,11 +53,7 @@ impl<A: Agent> Inner<A> {
             for (slot, h) in std::mem::take(self.ctx.subs.new_handlers.get_mut()) {
                 match h {
                     Handler::Safe(f) => {
-                        let safe = self.safe.get_or_insert_default();
-                        if slot >= safe.len() {
-                            safe.resize_with(slot + 1, || None);
-                        }
-                        safe[slot] = Some(f);
+                        self.ctx.subs.set_safe_handler(slot, Some(f));
                     }
                     h => {
                         if slot >= slab.len() {
@@ -78,9 +69,7 @@ impl<A: Agent> Inner<A> {
                 if let Some(h) = slab.get_mut(slot) {
                     *h = None;
                 }
-                if let Some(f) = self.safe.as_mut().and_then(|s| s.get_mut(slot)) {
-                    *f = None;
-                }
+                self.ctx.subs.set_safe_handler(slot, None);
             }
             self.ctx.subs.recycle(freed);
             if let Some(target) = self.ctx.states.next_switch() {
@@ -199,7 +188,7 @@ impl<A: Agent> Inner<A> {
         let Some(msg) = self.reveal(mbox, msg) else {
             return;
         };
-        if let Some(Some(f)) = self.safe.as_ref().and_then(|s| s.get(slot)) {
+        if let Some(f) = self.ctx.subs.safe_handler(slot) {
             f(&self.agent, &self.ctx.thread_safe_view(), msg);
         }
     }

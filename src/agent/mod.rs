@@ -229,7 +229,7 @@ mod size_budget {
     fn the_per_agent_structures_stay_within_their_byte_budget() {
         assert!(size_of::<super::core::AgentCore>() <= 248);
         assert!(size_of::<super::Context<Empty>>() <= 216);
-        assert!(size_of::<super::exec::Inner<Empty>>() <= 256);
+        assert!(size_of::<super::exec::Inner<Empty>>() <= 248);
         assert!(size_of::<super::context::States>() <= 32);
         assert!(size_of::<crate::coop::CoopInner>() <= 128);
     }

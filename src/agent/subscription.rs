@@ -78,7 +78,7 @@ pub(crate) struct Subscriptions<A: Agent> {
     pub(crate) new_handlers: SyncWrapper<NewHandlers<A>>,
     /// Other mboxes, dead letters, filters and slot recycling, allocated on first use (most
     /// agents subscribe only to their own mbox, and never unsubscribe).
-    rare: Option<Box<SubsRare>>,
+    rare: Option<Box<SubsRare<A>>>,
     pub(crate) finished: bool,
     /// Set with `finished` by `deactivate_agent`: the error says why.
     deactivated: bool,
@@ -90,8 +90,7 @@ pub(crate) struct Subscriptions<A: Agent> {
     has_freed: bool,
 }
 
-#[derive(Default)]
-struct SubsRare {
+struct SubsRare<A: Agent> {
     /// The mboxes subscribed to other than the agent's own, with their use counts. The own
     /// direct mbox is not recorded: its uses are the index entries (and dead letters) with
     /// its id, so an agent that subscribes only to its own mbox, the common case, keeps
@@ -101,6 +100,22 @@ struct SubsRare {
     filters: SmallMap<(u64, TypeId), (Mbox, MessageType)>,
     free_slots: Vec<usize>,
     freed: Vec<usize>,
+    /// Thread-safe handlers (only `adv_thread_pool` runs them in parallel), by slot,
+    /// callable through `&self`.
+    pub(crate) safe: Vec<Option<SafeFn<A>>>,
+}
+
+impl<A: Agent> Default for SubsRare<A> {
+    fn default() -> Self {
+        SubsRare {
+            mboxes: SmallMap::default(),
+            dead_letters: SmallMap::default(),
+            filters: SmallMap::default(),
+            free_slots: Vec::new(),
+            freed: Vec::new(),
+            safe: Vec::new(),
+        }
+    }
 }
 
 impl<A: Agent> Default for Subscriptions<A> {
@@ -119,7 +134,24 @@ impl<A: Agent> Default for Subscriptions<A> {
 }
 
 impl<A: Agent> Subscriptions<A> {
-    fn rare_mut(&mut self) -> &mut SubsRare {
+    /// The thread-safe handler in `slot`, if any.
+    pub(crate) fn safe_handler(&self, slot: usize) -> Option<&SafeFn<A>> {
+        self.rare.as_ref()?.safe.get(slot)?.as_ref()
+    }
+
+    /// Sets (or empties) the thread-safe handler in `slot`.
+    pub(crate) fn set_safe_handler(&mut self, slot: usize, f: Option<SafeFn<A>>) {
+        if f.is_none() && self.rare.as_ref().is_none_or(|r| slot >= r.safe.len()) {
+            return;
+        }
+        let safe = &mut self.rare_mut().safe;
+        if slot >= safe.len() {
+            safe.resize_with(slot + 1, || None);
+        }
+        safe[slot] = f;
+    }
+
+    fn rare_mut(&mut self) -> &mut SubsRare<A> {
         self.rare.get_or_insert_default()
     }
 

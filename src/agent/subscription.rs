@@ -320,7 +320,7 @@ impl<A: Agent> Subscriptions<A> {
             .as_mut()
             .and_then(|r| r.mboxes.get_mut(&(mid, ty.type_id())))
         {
-            u.count += states.len() as u32 - 1;
+            u.count += (states.len() as u32).saturating_sub(1);
         }
         let uses = states.len() as u32;
         let action = match action {

@@ -18,7 +18,8 @@ use crate::trace::Trace;
 
 /// Current state, history and pending switches of one agent.
 pub(crate) struct States {
-    pub(crate) default: State,
+    /// The current leaf state. (The default state, where every agent starts, is the
+    /// process's one `state::default_state()`: not kept per agent.)
     pub(crate) current: State,
     /// State switches are waiting in `rare` (read for every message: a flag, where the
     /// list itself would take 24 bytes in every agent).
@@ -68,10 +69,8 @@ pub(crate) const TIME_LIMIT_MBOX: MboxId = MboxId(0);
 
 impl States {
     fn new() -> Self {
-        let default = super::state::default_state().clone();
         States {
-            current: default.clone(),
-            default,
+            current: super::state::default_state().clone(),
             switching: false,
             in_hook: false,
             deactivated: false,
@@ -335,7 +334,7 @@ impl<A: Agent> Context<A> {
 
     /// The state every agent starts in.
     pub fn default_state(&self) -> &State {
-        &self.states.default
+        super::state::default_state()
     }
 
     /// The current leaf state (switches requested by the running handler are not applied

@@ -228,9 +228,9 @@ mod size_budget {
     #[test]
     fn the_per_agent_structures_stay_within_their_byte_budget() {
         assert!(size_of::<super::core::AgentCore>() <= 248);
-        assert!(size_of::<super::Context<Empty>>() <= 216);
-        assert!(size_of::<super::exec::Inner<Empty>>() <= 248);
-        assert!(size_of::<super::context::States>() <= 32);
+        assert!(size_of::<super::Context<Empty>>() <= 208);
+        assert!(size_of::<super::exec::Inner<Empty>>() <= 240);
+        assert!(size_of::<super::context::States>() <= 24);
         assert!(size_of::<crate::coop::CoopInner>() <= 128);
     }
 }

@@ -575,7 +575,7 @@ impl<'c, A: Agent> SubscriptionBuilder<'c, A> {
             mut states,
         } = self;
         if states.is_empty() {
-            states.push(ctx.states.default.clone());
+            states.push(super::state::default_state().clone());
         }
         for s in &states {
             ctx.states.keep(s);

@@ -179,14 +179,17 @@ impl Demand {
     /// What the demand asks the agent for.
     #[inline]
     pub(crate) fn run(&self) -> Run<'_> {
+        // A message first, with one comparison: the reserved ids are the five highest.
+        if self.mbox.0 < STOP_WORKER.0 {
+            return Run::Message {
+                mbox: self.mbox,
+                msg: &self.msg,
+            };
+        }
         match self.mbox {
             START => Run::Start,
             FINISH => Run::Finish,
-            BIND | BIND_START | STOP_WORKER => Run::Bind,
-            mbox => Run::Message {
-                mbox,
-                msg: &self.msg,
-            },
+            _ => Run::Bind,
         }
     }
 }

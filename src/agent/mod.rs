@@ -231,6 +231,6 @@ mod size_budget {
         assert!(size_of::<super::Context<Empty>>() <= 208);
         assert!(size_of::<super::exec::Inner<Empty>>() <= 240);
         assert!(size_of::<super::context::States>() <= 24);
-        assert!(size_of::<crate::coop::CoopInner>() <= 128);
+        assert!(size_of::<crate::coop::CoopInner>() <= 120);
     }
 }

@@ -26,13 +26,16 @@ impl Registry {
                 self.slots.len() - 1
             }
         };
-        coop.registry_slot.store(slot, Ordering::Relaxed);
+        // A slot past `u32::MAX` cannot happen (see `registry_slot`); were it to, the
+        // coop would keep the entry's `u32::MAX`, never found by `remove`, not a wrong slot.
+        coop.registry_slot
+            .store(u32::try_from(slot).unwrap_or(u32::MAX), Ordering::Relaxed);
         self.slots[slot] = Some(coop.clone());
         self.len += 1;
     }
 
     pub(crate) fn remove(&mut self, coop: &CoopInner) {
-        let slot = coop.registry_slot.load(Ordering::Relaxed);
+        let slot = coop.registry_slot.load(Ordering::Relaxed) as usize;
         match self.slots.get_mut(slot) {
             Some(entry) if entry.as_ref().is_some_and(|c| c.id == coop.id) => {
                 *entry = None;

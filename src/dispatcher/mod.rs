@@ -115,7 +115,7 @@ impl Demand {
     /// queues whose worker runs demands through an [`AgentTable`]; see
     /// [`EventQueue::starts_on_bind`]).
     ///
-    /// The executor waits in the core (left there by `AgentCore::hand_over`), and the
+    /// The executor waits in the core (left there by `agent::core::activate`), and the
     /// message is the core itself: binding allocates nothing. The demand has no `Drop` of
     /// its own (one cost 5-15% on the message path: every recycle had to check it and leave
     /// a placeholder behind); an executor whose `Bind` is dropped unrun goes with its coop.

@@ -135,7 +135,10 @@ impl AgentTable {
     }
 
     /// The agent in `slot` handled its last demand: its executor (the user's agent) is
-    /// dropped here, on its worker; then its coop learns that it is done.
+    /// dropped here, on its worker; then its coop learns that it is done. Once per agent:
+    /// out of the loop that runs every message.
+    #[cold]
+    #[inline(never)]
     fn finish(&mut self, slot: usize) {
         if let Some((_, core, exec)) = self.slots[slot].take() {
             drop(exec);
@@ -160,12 +163,7 @@ impl AgentTable {
         };
         demand.recycle();
         if finished {
-            // The user's agent is dropped here, on its worker, after its last demand; then
-            // its coop learns that it is done.
-            if let Some((_, core, exec)) = self.slots[slot].take() {
-                drop(exec);
-                crate::agent::core::finished(&core);
-            }
+            self.finish(slot);
         }
     }
 }

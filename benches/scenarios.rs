@@ -201,7 +201,7 @@ impl Agent for Broadcaster {
     fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
         ctx.subscribe_self().event(|a: &mut Self, ctx, _: &Ack| {
             a.acks += 1;
-            if a.acks % a.receivers == 0 {
+            if a.acks.is_multiple_of(a.receivers) {
                 if a.sent_batches < a.batches {
                     a.send_batch();
                 } else {

@@ -637,7 +637,7 @@ fn a_direct_mbox_filter_without_a_subscription_delivers_nothing_and_filters_once
         Script::new(log)
             .setup(|_, ctx| {
                 let me = ctx.direct_mbox();
-                ctx.set_delivery_filter(&me, |n: &u32| n % 2 == 0)?;
+                ctx.set_delivery_filter(&me, |n: &u32| n.is_multiple_of(2))?;
                 Ok(())
             })
             .start(|_, ctx| {
@@ -784,7 +784,7 @@ fn a_custom_mbox_that_filters_shows_rejected_by_filter_in_the_trace() {
                 coop.add_agent(Script::new(&l).setup(move |_, ctx| {
                     ctx.subscribe(&c)
                         .event(|s: &mut Script, _, n: &u32| s.log.push(format!("{n}")))?;
-                    ctx.set_delivery_filter(&c, |n: &u32| n % 2 == 0)?;
+                    ctx.set_delivery_filter(&c, |n: &u32| n.is_multiple_of(2))?;
                     Ok(())
                 }))
             })

@@ -23,8 +23,10 @@ fn a_single_binding_takes_an_mbox_to_an_mchain_through_its_filter() {
         let chain = env.create_mchain(MChainParams::unbounded());
         let mut b = SingleSinkBinding::new();
         assert!(!b.has_binding());
-        b.bind_with_filter(&feed, Sink::from(chain.as_mbox()), |n: &u32| n % 2 == 0)
-            .unwrap();
+        b.bind_with_filter(&feed, Sink::from(chain.as_mbox()), |n: &u32| {
+            n.is_multiple_of(2)
+        })
+        .unwrap();
         assert!(b.has_binding());
         for n in 0..6u32 {
             send(&feed, n).unwrap();

@@ -145,7 +145,7 @@ impl Agent for Manager {
         ctx.subscribe(&m)
             .event(|a: &mut Self, _, r: &Request<Job, u32>| {
                 let n = r.get().0;
-                if n % 2 == 0 {
+                if n.is_multiple_of(2) {
                     r.forward(&a.worker).unwrap();
                     return;
                 }

@@ -149,7 +149,7 @@ fn filtered_listener(news: &Mbox, log: &Log, subscribe: bool) -> Script {
                 }
             })?;
         }
-        ctx.set_delivery_filter(&news, |n: &u32| n % 5 == 0)?;
+        ctx.set_delivery_filter(&news, |n: &u32| n.is_multiple_of(5))?;
         Ok(())
     })
 }
@@ -184,7 +184,7 @@ fn replacing_or_dropping_a_filter_affects_only_later_sends() {
             let news = ctx.environment().create_mbox();
             ctx.subscribe(&news)
                 .event(|s: &mut Script, _, n: &u32| s.log.push(format!("{n}")))?;
-            ctx.set_delivery_filter(&news, |n: &u32| n % 2 == 0)?;
+            ctx.set_delivery_filter(&news, |n: &u32| n.is_multiple_of(2))?;
             let n2 = news.clone();
             ctx.subscribe_self()
                 .event(move |_: &mut Script, ctx, step: &u8| {
@@ -275,7 +275,7 @@ impl Agent for Listener {
         let source = self.source.clone();
         if self.panicky {
             ctx.set_delivery_filter(&source, |n: &u32| {
-                assert!(n % 2 == 0, "odd");
+                assert!(n.is_multiple_of(2), "odd");
                 true
             })?;
         }

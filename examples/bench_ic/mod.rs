@@ -119,7 +119,7 @@ impl Sink {
         };
         assert_eq!(bytes.len(), self.size, "blob size");
         self.got += 1;
-        if self.got % self.batch == 0 || self.got == self.total {
+        if self.got.is_multiple_of(self.batch) || self.got == self.total {
             ctx.send(ev.sender(), Ack(self.got));
         }
         Handled::Yes

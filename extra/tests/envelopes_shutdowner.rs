@@ -35,7 +35,7 @@ struct Receiver {
 impl Agent for Receiver {
     fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
         if self.filtered {
-            ctx.set_delivery_filter(&ctx.direct_mbox(), |v: &u32| *v % 2 == 0)?;
+            ctx.set_delivery_filter(&ctx.direct_mbox(), |v: &u32| (*v).is_multiple_of(2))?;
         }
         ctx.subscribe_self().event(|_: &mut Self, _, h: &Hold| {
             while !h.0.load(Ordering::SeqCst) {

@@ -18,7 +18,7 @@ struct Listener {
 
 impl Agent for Listener {
     fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
-        ctx.set_delivery_filter(&self.source, |n: &u32| n % 2 == 0)?;
+        ctx.set_delivery_filter(&self.source, |n: &u32| n.is_multiple_of(2))?;
         ctx.subscribe(&self.source)
             .event(|a: &mut Self, ctx, n: &u32| {
                 a.got.lock().push(*n);

@@ -84,8 +84,6 @@ struct Unbound {
     exec: Option<Box<dyn AgentExec>>,
 }
 
-impl crate::message::Carried for AgentCore {}
-
 impl AgentCore {
     pub(crate) fn new(
         id: AgentId,

@@ -1,11 +1,14 @@
 //! Messages: immutable shared payloads, mutable single-receiver payloads, signals.
 
-use std::any::{Any, TypeId};
+use std::any::TypeId;
 use std::fmt;
 use std::marker::PhantomData;
-use std::sync::Arc;
 
 use parking_lot::Mutex;
+
+use node::{NodePtr, Payload};
+
+mod node;
 
 /// Marker for the *mutable* flavour of message type `T`.
 ///
@@ -156,54 +159,12 @@ impl fmt::Debug for MessageType {
 /// ```
 #[derive(Clone)]
 pub struct Message {
-    // 16 bytes: a queued message is a 32-byte demand (agent key, mbox id, this), so a
-    // backlog costs 32 bytes per message plus the payload's allocation (none for a
-    // signal). Keeping the `TypeId` inline made it 48 bytes, and the backlog's memory
-    // showed in the pipeline profile (page faults and cache misses), more than the
-    // indirect call costs.
-    repr: Repr,
-}
-
-/// Where a message's payload is.
-#[derive(Clone)]
-enum Repr {
-    /// A signal's one payload for the whole process: copying and dropping it touch no
-    /// counter (two atomic operations per message fewer, on the sender's and the
-    /// receiver's threads, which share the counter's cache line otherwise).
-    Signal(&'static SignalPayload),
-    /// An allocation shared by every copy, counted.
-    Heap(Arc<dyn Payload>),
-}
-
-/// The process's payload of one signal type (see [`signal_payload`]).
-struct SignalPayload {
-    id: TypeId,
-    payload: &'static dyn Payload,
-}
-
-/// A payload that knows its message type.
-trait Payload: Send + Sync + 'static {
-    fn message_type(&self) -> MessageType;
-    /// `message_type().type_id()`, without the rest.
-    fn message_type_id(&self) -> TypeId;
-    fn as_any(&self) -> &dyn Any;
-    /// The payload as `Any`, still shared (to take a [`Carried`] value back).
-    fn into_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
-    /// Whether a spent payload of this type may be kept for reuse (see [`recycle`]).
-    #[inline]
-    fn reusable(&self) -> bool {
-        false
-    }
-    /// The payload as mutable `Any`, to refill a reusable payload.
-    #[inline]
-    fn as_any_mut(&mut self) -> Option<&mut dyn Any> {
-        None
-    }
-    /// The envelope and the message inside it, for an enveloped message.
-    #[inline]
-    fn envelope(&self) -> Option<(&dyn Envelope, &Message)> {
-        None
-    }
+    // 8 bytes, one thin pointer (see `node`): a queued message is a 24-byte demand (agent
+    // key, mbox id, this), so a backlog costs 24 bytes per message plus the payload's
+    // allocation (none for a signal). A fat `Arc<dyn _>` made the demand 32 bytes, and the
+    // backlog's bytes showed in the pipeline and fan-out profiles (page faults, cache
+    // misses) more than the instructions did.
+    node: NodePtr,
 }
 
 /// Why the runtime wants to look inside an enveloped message.
@@ -260,40 +221,14 @@ struct Enveloped<E> {
 }
 
 impl<E: Envelope> Payload for Enveloped<E> {
+    // Unused: an envelope's message type is its inner message's (`Message::type_id`).
+    const MESSAGE_TYPE_ID: TypeId = TypeId::of::<Self>();
+    const ENVELOPED: bool = true;
     fn message_type(&self) -> MessageType {
         self.inner.message_type()
     }
-    fn message_type_id(&self) -> TypeId {
-        self.inner.type_id()
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-    fn into_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {
-        self
-    }
     fn envelope(&self) -> Option<(&dyn Envelope, &Message)> {
         Some((&self.envelope, &self.inner))
-    }
-}
-
-/// A value the runtime itself sends in a message, already behind an `Arc`: the message
-/// points at it as it is, with no wrapper and no allocation. Only the runtime's control
-/// demands use it (a handler never sees one).
-pub(crate) trait Carried: Send + Sync + 'static {}
-
-impl<T: Carried> Payload for T {
-    fn message_type(&self) -> MessageType {
-        MessageType::named::<T>()
-    }
-    fn message_type_id(&self) -> TypeId {
-        TypeId::of::<T>()
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-    fn into_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {
-        self
     }
 }
 
@@ -301,26 +236,10 @@ impl<T: Carried> Payload for T {
 struct Shared<T>(T);
 
 impl<T: Send + Sync + 'static> Payload for Shared<T> {
+    const MESSAGE_TYPE_ID: TypeId = TypeId::of::<T>();
+    const REUSABLE: bool = reusable::<T>();
     fn message_type(&self) -> MessageType {
         MessageType::of::<T>()
-    }
-    #[inline]
-    fn message_type_id(&self) -> TypeId {
-        TypeId::of::<T>()
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-    fn into_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {
-        self
-    }
-    #[inline]
-    fn reusable(&self) -> bool {
-        reusable::<T>()
-    }
-    #[inline]
-    fn as_any_mut(&mut self) -> Option<&mut dyn Any> {
-        Some(self)
     }
 }
 
@@ -328,17 +247,9 @@ impl<T: Send + Sync + 'static> Payload for Shared<T> {
 struct MutableSlot<T>(Mutex<Option<T>>);
 
 impl<T: Send + 'static> Payload for MutableSlot<T> {
+    const MESSAGE_TYPE_ID: TypeId = TypeId::of::<Mutable<T>>();
     fn message_type(&self) -> MessageType {
         MessageType::of_mutable::<T>()
-    }
-    fn message_type_id(&self) -> TypeId {
-        TypeId::of::<Mutable<T>>()
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-    fn into_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {
-        self
     }
 }
 
@@ -350,14 +261,12 @@ impl Message {
     #[inline]
     pub fn new<T: Send + Sync + 'static>(value: T) -> Self {
         if std::mem::size_of::<T>() == 0 && !std::mem::needs_drop::<T>() {
-            return Message {
-                repr: Repr::Signal(signal_payload(value)),
-            };
+            return signal::<T>(value);
         }
         if reusable::<T>() {
-            return Message::heap(reused_payload(value));
+            return reused_payload(value);
         }
-        Message::heap(Arc::new(Shared(value)))
+        Message::of(Shared(value))
     }
 
     /// Hands a spent message's payload to this thread's pool if nothing else refers to it
@@ -365,31 +274,24 @@ impl Message {
     /// demand it has run.
     #[inline]
     pub(crate) fn recycle(self) {
-        if let Repr::Heap(payload) = self.repr {
-            if Arc::strong_count(&payload) == 1 && payload.reusable() {
-                keep_payload(payload);
-            }
+        if self.node.reusable() && self.node.is_unique() {
+            keep_payload(self);
         }
     }
 
     /// Wraps a mutable message: its type is `Mutable<T>` and one receiver takes the value.
     pub fn new_mutable<T: Send + 'static>(value: T) -> Self {
-        Message::heap(Arc::new(MutableSlot(Mutex::new(Some(value)))))
+        Message::of(MutableSlot(Mutex::new(Some(value))))
     }
 
     /// Puts `inner` into `envelope`. The result has `inner`'s type (and mutability) and is
     /// delivered like it; see [`Envelope`].
     pub fn enveloped<E: Envelope>(inner: Message, envelope: E) -> Self {
-        Message::heap(Arc::new(Enveloped { inner, envelope }))
+        Message::of(Enveloped { inner, envelope })
     }
 
-    /// A message whose payload is `value` itself (see [`Carried`]).
-    pub(crate) fn carrying<T: Carried>(value: Arc<T>) -> Self {
-        Message::heap(value)
-    }
-
-    /// A message that stands for none, where a `Message` must be (an empty `Option` would
-    /// take room of its own: see [`Repr`]). A signal: nothing is allocated.
+    /// A message that stands for none, where a `Message` must be. A signal: nothing is
+    /// allocated.
     pub(crate) fn placeholder() -> Self {
         /// Its type; no handler can subscribe to it.
         struct NoMessage;
@@ -397,32 +299,15 @@ impl Message {
     }
 
     #[inline]
-    fn heap(payload: Arc<dyn Payload>) -> Self {
+    fn of<P: Payload>(payload: P) -> Self {
         Message {
-            repr: Repr::Heap(payload),
-        }
-    }
-
-    /// The payload, wherever it is.
-    #[inline]
-    fn payload(&self) -> &dyn Payload {
-        match &self.repr {
-            Repr::Heap(p) => &**p,
-            Repr::Signal(s) => s.payload,
-        }
-    }
-
-    /// The value of a message made by [`carrying`](Self::carrying) a `T`.
-    pub(crate) fn carried<T: Carried>(&self) -> Option<Arc<T>> {
-        match &self.repr {
-            Repr::Heap(p) if p.as_any().is::<T>() => p.clone().into_any().downcast::<T>().ok(),
-            _ => None,
+            node: NodePtr::new(payload),
         }
     }
 
     /// Whether this message travels in an envelope.
     pub fn is_enveloped(&self) -> bool {
-        self.payload().envelope().is_some()
+        self.node.envelope().is_some()
     }
 
     /// The message to use for `access`: this message itself if it has no envelope; the
@@ -430,7 +315,7 @@ impl Message {
     /// if one of them refuses.
     #[inline]
     pub fn reveal(&self, access: Access) -> Option<&Message> {
-        match self.payload().envelope() {
+        match self.node.envelope() {
             None => Some(self),
             Some((envelope, inner)) => {
                 if envelope.reveal(access) {
@@ -444,23 +329,29 @@ impl Message {
 
     /// The envelope of type `E` around this message, if that is the outermost envelope.
     pub fn envelope_ref<E: Envelope>(&self) -> Option<&E> {
-        self.payload()
-            .as_any()
-            .downcast_ref::<Enveloped<E>>()
-            .map(|e| &e.envelope)
+        self.node.downcast::<Enveloped<E>>().map(|e| &e.envelope)
     }
 
     /// The type this message is delivered as.
     pub fn message_type(&self) -> MessageType {
-        self.payload().message_type()
+        self.node.message_type()
     }
 
     /// The `TypeId` of [`message_type`](Self::message_type), without the rest.
     #[inline]
     pub fn type_id(&self) -> TypeId {
-        match &self.repr {
-            Repr::Heap(p) => p.message_type_id(),
-            Repr::Signal(s) => s.id,
+        match self.node.message_type_id() {
+            (id, false) => id,
+            (_, true) => self.enveloped_type_id(),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn enveloped_type_id(&self) -> TypeId {
+        match self.node.envelope() {
+            Some((_, inner)) => inner.type_id(),
+            None => self.node.message_type_id().0,
         }
     }
 
@@ -468,10 +359,7 @@ impl Message {
     /// mutable messages, and for an enveloped message (see [`reveal`](Self::reveal)).
     #[inline]
     pub fn downcast_ref<T: 'static>(&self) -> Option<&T> {
-        self.payload()
-            .as_any()
-            .downcast_ref::<Shared<T>>()
-            .map(|s| &s.0)
+        self.node.downcast::<Shared<T>>().map(|s| &s.0)
     }
 
     /// The payload a handler of `T` gets: the plain payload, or (cold path) the one inside
@@ -497,16 +385,15 @@ impl Message {
     #[cold]
     #[inline(never)]
     fn revealed_for_handler(&self) -> Option<&Message> {
-        self.payload().envelope()?;
+        self.node.envelope()?;
         self.reveal(Access::Handling)
     }
 
     /// Takes the value of a mutable message of type `Mutable<T>`; `None` if it was taken
     /// already or the type differs.
     pub(crate) fn take_mutable<T: Send + 'static>(&self) -> Option<T> {
-        self.payload()
-            .as_any()
-            .downcast_ref::<MutableSlot<T>>()
+        self.node
+            .downcast::<MutableSlot<T>>()
             .and_then(|slot| slot.0.lock().take())
     }
 }
@@ -514,6 +401,13 @@ impl Message {
 /// Signal types a thread remembers where their payloads are; others are looked up in the
 /// process's list each time.
 const SIGNAL_TYPES_PER_THREAD: usize = 64;
+
+/// The process's payload of one signal type (see [`signal`]).
+struct SignalPayload {
+    id: TypeId,
+    /// A static node: copies of it count nothing.
+    node: NodePtr,
+}
 
 /// The process's signal payloads, one per signal type ever sent: a program has a fixed set
 /// of types, so the list is bounded, and each entry is a few bytes that live as long as
@@ -528,20 +422,23 @@ thread_local! {
         const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// The payload of signal type `T` (size zero, no `Drop`): every message of it is the same
+/// A message of signal type `T` (size zero, no `Drop`): every message of it is the same
 /// value, so one payload for the process is indistinguishable from one per message, and
 /// copies of it count nothing.
 #[inline]
-fn signal_payload<T: Send + Sync + 'static>(value: T) -> &'static SignalPayload {
+fn signal<T: Send + Sync + 'static>(value: T) -> Message {
     let id = TypeId::of::<T>();
     let known = KNOWN_SIGNALS.try_with(|s| s.borrow().iter().copied().find(|p| p.id == id));
-    match known {
+    let p = match known {
         Ok(Some(p)) => p,
         _ => new_signal_payload(id, value),
+    };
+    Message {
+        node: p.node.clone(),
     }
 }
 
-/// [`signal_payload`] for a type this thread has not sent before.
+/// The payload of a signal type this thread has not sent before.
 #[cold]
 #[inline(never)]
 fn new_signal_payload<T: Send + Sync + 'static>(id: TypeId, value: T) -> &'static SignalPayload {
@@ -550,10 +447,10 @@ fn new_signal_payload<T: Send + Sync + 'static>(id: TypeId, value: T) -> &'stati
         match all.iter().copied().find(|p| p.id == id) {
             Some(p) => p,
             None => {
-                // Leaked on purpose, once per type: `Shared<T>` has size zero, so the only
-                // allocation is the small entry.
-                let payload: &'static dyn Payload = Box::leak(Box::new(Shared(value)));
-                let p: &'static SignalPayload = Box::leak(Box::new(SignalPayload { id, payload }));
+                // Leaked on purpose, once per type: the node is a header (`Shared<T>` has
+                // size zero) and the entry a few words.
+                let node = NodePtr::new_static(Shared(value));
+                let p: &'static SignalPayload = Box::leak(Box::new(SignalPayload { id, node }));
                 all.push(p);
                 p
             }
@@ -581,11 +478,11 @@ const fn reusable<T>() -> bool {
 /// Largest value size of a reusable payload, in bytes.
 const REUSABLE_MAX_SIZE: usize = 64;
 thread_local! {
-    /// This thread's last spent payload, for [`reused_payload`].
-    static SPENT: std::cell::Cell<Option<Arc<dyn Payload>>> = const { std::cell::Cell::new(None) };
+    /// This thread's last spent message (unshared, reusable type), for [`reused_payload`].
+    static SPENT: std::cell::Cell<Option<Message>> = const { std::cell::Cell::new(None) };
 }
 
-/// A payload holding `value`: this thread's last spent payload refilled if it has type
+/// A message holding `value`: this thread's last spent payload refilled if it has type
 /// `T`, or a new one.
 ///
 /// A message's payload is an allocation; one agent sending to another on the same worker
@@ -594,29 +491,23 @@ thread_local! {
 /// operations of the last reference's drop (measured on the ping-pong benchmark; a pool
 /// per type cost as many instructions as the allocator's own per-thread cache).
 #[inline]
-fn reused_payload<T: Send + Sync + 'static>(value: T) -> Arc<dyn Payload> {
-    if let Ok(Some(mut p)) = SPENT.try_with(|s| s.take()) {
-        if p.message_type_id() == TypeId::of::<T>() {
-            // Unique: the thread's slot held the only reference.
-            if let Some(slot) = Arc::get_mut(&mut p)
-                .and_then(|p| p.as_any_mut())
-                .and_then(|a| a.downcast_mut::<Shared<T>>())
-            {
-                slot.0 = value;
-                return p;
-            }
-        } else {
-            // Another type's: left for its own next message.
-            let _ = SPENT.try_with(|s| s.set(Some(p)));
+fn reused_payload<T: Send + Sync + 'static>(value: T) -> Message {
+    if let Ok(Some(mut m)) = SPENT.try_with(|s| s.take()) {
+        // Unique: the thread's slot held the only reference.
+        if let Some(slot) = m.node.unique_mut::<Shared<T>>() {
+            slot.0 = value;
+            return m;
         }
+        // Another type's: left for its own next message.
+        let _ = SPENT.try_with(|s| s.set(Some(m)));
     }
-    Arc::new(Shared(value))
+    Message::of(Shared(value))
 }
 
-/// Keeps a spent, unreferenced payload for reuse (replacing the one kept before).
+/// Keeps a spent, unreferenced message for reuse (replacing the one kept before).
 #[inline]
-fn keep_payload(p: Arc<dyn Payload>) {
-    let _ = SPENT.try_with(|s| s.set(Some(p)));
+fn keep_payload(m: Message) {
+    let _ = SPENT.try_with(|s| s.set(Some(m)));
 }
 
 impl fmt::Debug for Message {
@@ -637,9 +528,10 @@ pub const MAX_REDIRECTION_DEPTH: RedirectionDepth = 32;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
 
-    fn payload_address(m: &Message) -> *const u8 {
-        m.payload() as *const dyn Payload as *const u8
+    fn payload_address(m: &Message) -> usize {
+        m.node.addr()
     }
 
     fn same_payload(a: &Message, b: &Message) -> bool {
@@ -684,7 +576,8 @@ mod tests {
         }
         let (n1, n2) = (Message::new(Noisy), Message::new(Noisy));
         assert!(!same_payload(&n1, &n2));
-        assert_eq!(std::mem::size_of::<Message>(), 16);
+        assert_eq!(std::mem::size_of::<Message>(), 8);
+        assert_eq!(std::mem::size_of::<Option<Message>>(), 8);
     }
 
     #[test]

@@ -1,0 +1,395 @@
+//! The allocation behind a message, reached through one thin pointer.
+//!
+//! A node is a header (a reference count and the table of its payload type) followed by the
+//! payload. A [`Message`] is a [`NodePtr`]: 8 bytes, where a fat `Arc<dyn Payload>` took
+//! 16. A queued message is a demand (agent key, mbox id, message), so the demand is 24
+//! bytes, not 32, and a backlog of a million small messages takes 8 MB less.
+//! The pipeline and fan-out profiles showed a backlog's bytes (page faults and cache misses)
+//! where the instructions were already few.
+//!
+//! The table is the payload type's one `'static` value: the ids that route and downcast a
+//! message, and the payload's `drop`. Reading a message's type is a load from its header and
+//! one from the table; no call, for every payload but an envelope.
+//!
+//! A signal's node lives as long as the process (one per signal type) and is counted by no
+//! one: its pointer carries the tag bit `STATIC`, and copying or dropping it touches no
+//! counter.
+//!
+//! Everything `unsafe` of the message layer is here, behind the safe [`NodePtr`] API; the
+//! module's tests run under miri (`.ci/run`).
+
+#![allow(unsafe_code)]
+
+use std::any::TypeId;
+use std::marker::PhantomData;
+use std::ptr::NonNull;
+use std::sync::atomic::{fence, AtomicUsize, Ordering};
+
+use super::{Envelope, Message, MessageType};
+
+/// What a payload type gives its node's table.
+pub(super) trait Payload: Send + Sync + Sized + 'static {
+    /// The `TypeId` of the message type, for every payload but an envelope (whose type is
+    /// that of the message inside it).
+    const MESSAGE_TYPE_ID: TypeId;
+    /// Whether a spent, unshared payload of this type may be refilled by the next message
+    /// of its type (see `Message::recycle`).
+    const REUSABLE: bool = false;
+    /// Whether [`envelope`](Self::envelope) may return `Some`.
+    const ENVELOPED: bool = false;
+    /// The message type (the cold path: names, errors, tracing).
+    fn message_type(&self) -> MessageType;
+    /// The envelope and the message inside it, for an envelope.
+    fn envelope(&self) -> Option<(&dyn Envelope, &Message)> {
+        None
+    }
+}
+
+/// The tag bit of a node that lives as long as the process and is not counted (nodes are
+/// aligned to 8, so the low bit of their address is free).
+const STATIC: usize = 1;
+
+/// The start of every node.
+#[repr(C)]
+struct Header {
+    /// References; unused (and never touched) in a static node.
+    count: AtomicUsize,
+    table: &'static Table,
+}
+
+/// A header and its payload, in one allocation (`repr(C)`: the header is at offset 0, so
+/// a pointer to the node is a pointer to its header).
+#[repr(C)]
+struct Node<P> {
+    header: Header,
+    payload: P,
+}
+
+/// What a node's pointer needs to know of its payload type.
+pub(super) struct Table {
+    /// `TypeId` of the payload type `P` itself (downcasts).
+    node_type: TypeId,
+    /// See [`Payload::MESSAGE_TYPE_ID`].
+    message_type_id: TypeId,
+    reusable: bool,
+    enveloped: bool,
+    message_type: for<'a> unsafe fn(&'a NodePtr) -> MessageType,
+    envelope: for<'a> unsafe fn(&'a NodePtr) -> Option<(&'a dyn Envelope, &'a Message)>,
+    /// Frees the node; called once, by the last reference.
+    drop: unsafe fn(*mut Header),
+}
+
+/// The one table of payload type `P`.
+struct TableOf<P>(PhantomData<P>);
+
+impl<P: Payload> TableOf<P> {
+    const TABLE: Table = Table {
+        node_type: TypeId::of::<P>(),
+        message_type_id: P::MESSAGE_TYPE_ID,
+        reusable: P::REUSABLE,
+        enveloped: P::ENVELOPED,
+        message_type: message_type_of::<P>,
+        envelope: envelope_of::<P>,
+        drop: drop_node::<P>,
+    };
+}
+
+/// # Safety
+/// `node`'s payload type is `P`.
+unsafe fn message_type_of<P: Payload>(node: &NodePtr) -> MessageType {
+    // SAFETY: the caller's promise.
+    unsafe { node.payload_unchecked::<P>() }.message_type()
+}
+
+/// # Safety
+/// `node`'s payload type is `P`.
+unsafe fn envelope_of<P: Payload>(node: &NodePtr) -> Option<(&dyn Envelope, &Message)> {
+    // SAFETY: the caller's promise.
+    unsafe { node.payload_unchecked::<P>() }.envelope()
+}
+
+/// # Safety
+/// `header` is the header of a `Node<P>` made by `Box` in [`NodePtr::new`], and nothing
+/// refers to it any more.
+unsafe fn drop_node<P>(header: *mut Header) {
+    // SAFETY: the caller's promise: the pointer came from `Box::leak` of this very type
+    // (the cast back is to the allocation's own type, with the provenance of the whole
+    // node), and it is the last reference.
+    drop(unsafe { Box::from_raw(header.cast::<Node<P>>()) });
+}
+
+/// A counted reference to a node, or an uncounted one to a static node (tag bit
+/// [`STATIC`]).
+pub(super) struct NodePtr(NonNull<Header>);
+
+// SAFETY: a node's payload is `Send + Sync` (the `Payload` bound) and its header is an
+// atomic count and a shared reference to an immutable table; the count is changed only
+// atomically, and the payload is reached mutably only through the one reference
+// (`unique_mut`).
+unsafe impl Send for NodePtr {}
+// SAFETY: as above.
+unsafe impl Sync for NodePtr {}
+
+impl NodePtr {
+    /// A new node holding `payload`, counted once.
+    #[inline]
+    pub(super) fn new<P: Payload>(payload: P) -> NodePtr {
+        NodePtr(NonNull::from(Box::leak(Self::boxed(payload))).cast())
+    }
+
+    /// A node holding `payload` for the rest of the process, never counted nor freed (a
+    /// signal type's one payload).
+    pub(super) fn new_static<P: Payload>(payload: P) -> NodePtr {
+        let node = NonNull::from(Box::leak(Self::boxed(payload))).cast::<Header>();
+        NodePtr(node.map_addr(|a| a | STATIC))
+    }
+
+    #[inline]
+    fn boxed<P: Payload>(payload: P) -> Box<Node<P>> {
+        Box::new(Node {
+            header: Header {
+                count: AtomicUsize::new(1),
+                table: &TableOf::<P>::TABLE,
+            },
+            payload,
+        })
+    }
+
+    #[inline]
+    fn is_static(&self) -> bool {
+        self.0.addr().get() & STATIC != 0
+    }
+
+    /// The node's address without the tag, with the provenance of the whole node.
+    #[inline]
+    fn untagged(&self) -> *mut Header {
+        self.0.as_ptr().map_addr(|a| a & !STATIC)
+    }
+
+    #[inline]
+    fn header(&self) -> &Header {
+        // SAFETY: the node lives while this reference to it does (counted, or static).
+        unsafe { &*self.untagged() }
+    }
+
+    #[inline]
+    fn table(&self) -> &'static Table {
+        self.header().table
+    }
+
+    /// The payload as `P`, unchecked.
+    ///
+    /// # Safety
+    /// The node's payload type is `P`.
+    #[inline]
+    unsafe fn payload_unchecked<P>(&self) -> &P {
+        // SAFETY: the node lives while `self` does, it is a `Node<P>` by the caller's
+        // promise, and its payload is only ever reached shared (but by `unique_mut`,
+        // which holds the only reference).
+        unsafe { &(*self.untagged().cast::<Node<P>>()).payload }
+    }
+
+    /// The payload if its type is `P`.
+    #[inline]
+    pub(super) fn downcast<P: 'static>(&self) -> Option<&P> {
+        if self.table().node_type == TypeId::of::<P>() {
+            // SAFETY: the table is `P`'s: the node is a `Node<P>`.
+            Some(unsafe { self.payload_unchecked::<P>() })
+        } else {
+            None
+        }
+    }
+
+    /// The payload, mutably, if its type is `P` and this is the only reference to it.
+    #[inline]
+    pub(super) fn unique_mut<P: 'static>(&mut self) -> Option<&mut P> {
+        if self.table().node_type != TypeId::of::<P>() || !self.is_unique() {
+            return None;
+        }
+        // SAFETY: a `Node<P>` (its table is `P`'s) that no other reference can reach: the
+        // count is 1 and `&mut self` is that one, so no copy can be made while the borrow
+        // lasts. The acquire load in `is_unique` ordered every former holder's last use
+        // (their release decrements) before this.
+        Some(unsafe { &mut (*self.untagged().cast::<Node<P>>()).payload })
+    }
+
+    /// Whether this is the only reference to a counted node.
+    #[inline]
+    pub(super) fn is_unique(&self) -> bool {
+        !self.is_static() && self.header().count.load(Ordering::Acquire) == 1
+    }
+
+    /// `P::MESSAGE_TYPE_ID` of the payload type, and whether it is an envelope (whose
+    /// message type is the inner message's).
+    #[inline]
+    pub(super) fn message_type_id(&self) -> (TypeId, bool) {
+        let table = self.table();
+        (table.message_type_id, table.enveloped)
+    }
+
+    /// See [`Payload::REUSABLE`].
+    #[inline]
+    pub(super) fn reusable(&self) -> bool {
+        self.table().reusable
+    }
+
+    /// See [`Payload::message_type`].
+    pub(super) fn message_type(&self) -> MessageType {
+        // SAFETY: the table is the payload type's own.
+        unsafe { (self.table().message_type)(self) }
+    }
+
+    /// See [`Payload::envelope`].
+    #[inline]
+    pub(super) fn envelope(&self) -> Option<(&dyn Envelope, &Message)> {
+        let table = self.table();
+        if !table.enveloped {
+            return None;
+        }
+        // SAFETY: the table is the payload type's own.
+        unsafe { (table.envelope)(self) }
+    }
+
+    /// The node's address (tests: whether two messages share a payload).
+    #[cfg(test)]
+    pub(super) fn addr(&self) -> usize {
+        self.untagged().addr()
+    }
+}
+
+impl Clone for NodePtr {
+    #[inline]
+    fn clone(&self) -> NodePtr {
+        if !self.is_static() {
+            // Relaxed, as `Arc`'s: a new reference is made from an existing one, which
+            // keeps the node alive meanwhile.
+            let old = self.header().count.fetch_add(1, Ordering::Relaxed);
+            if old > isize::MAX as usize {
+                // As `Arc`: billions of leaked copies would wrap the count.
+                std::process::abort();
+            }
+        }
+        NodePtr(self.0)
+    }
+}
+
+impl Drop for NodePtr {
+    #[inline]
+    fn drop(&mut self) {
+        if self.is_static() {
+            return;
+        }
+        let header = self.header();
+        if header.count.fetch_sub(1, Ordering::Release) != 1 {
+            return;
+        }
+        // Every other reference's last use happened before their release decrement.
+        fence(Ordering::Acquire);
+        let drop = header.table.drop;
+        // SAFETY: the count reached zero: this was the last reference to a node made by
+        // `new` (static nodes return above), and its table's `drop` is its own type's.
+        unsafe { drop(self.untagged()) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! These run under miri too (`cargo +nightly miri test --lib message::`), which checks
+    //! the pointer arithmetic, the provenance of the tag and the frees.
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::Arc;
+
+    struct Counted(Arc<AtomicUsize>, u64);
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    impl Payload for Counted {
+        const MESSAGE_TYPE_ID: TypeId = TypeId::of::<u64>();
+        fn message_type(&self) -> MessageType {
+            MessageType::of::<u64>()
+        }
+    }
+
+    struct Plain(u32);
+    impl Payload for Plain {
+        const MESSAGE_TYPE_ID: TypeId = TypeId::of::<u32>();
+        const REUSABLE: bool = true;
+        fn message_type(&self) -> MessageType {
+            MessageType::of::<u32>()
+        }
+    }
+
+    #[test]
+    fn the_last_reference_drops_the_payload_once() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let a = NodePtr::new(Counted(drops.clone(), 7));
+        let b = a.clone();
+        assert!(!a.is_unique());
+        assert_eq!(a.addr(), b.addr());
+        drop(a);
+        assert_eq!(drops.load(Ordering::SeqCst), 0);
+        assert!(b.is_unique());
+        assert_eq!(b.downcast::<Counted>().map(|c| c.1), Some(7));
+        drop(b);
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn copies_dropped_on_other_threads_free_the_node_once() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let node = NodePtr::new(Counted(drops.clone(), 1));
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let copy = node.clone();
+                std::thread::spawn(move || {
+                    let again = copy.clone();
+                    assert_eq!(again.downcast::<Counted>().map(|c| c.1), Some(1));
+                })
+            })
+            .collect();
+        drop(node);
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn a_payload_is_reached_as_its_own_type_only() {
+        let mut n = NodePtr::new(Plain(3));
+        assert!(n.downcast::<Counted>().is_none());
+        assert_eq!(n.message_type_id(), (TypeId::of::<u32>(), false));
+        assert!(n.reusable());
+        assert_eq!(n.message_type(), MessageType::of::<u32>());
+        assert!(n.envelope().is_none());
+        n.unique_mut::<Plain>().unwrap().0 = 4;
+        assert_eq!(n.downcast::<Plain>().map(|p| p.0), Some(4));
+        let copy = n.clone();
+        assert!(n.unique_mut::<Plain>().is_none(), "shared: not mutable");
+        drop(copy);
+        assert!(n.unique_mut::<Counted>().is_none(), "another type");
+        assert!(n.unique_mut::<Plain>().is_some());
+    }
+
+    #[test]
+    fn a_static_node_is_never_counted_nor_mutable() {
+        // Kept where the process's signal nodes are kept: reachable from a static (miri's
+        // leak check counts that memory as in use, not lost).
+        static KEPT: std::sync::Mutex<Vec<NodePtr>> = std::sync::Mutex::new(Vec::new());
+        let s = NodePtr::new_static(Plain(9));
+        KEPT.lock().unwrap().push(s.clone());
+        let copies: Vec<NodePtr> = (0..3).map(|_| s.clone()).collect();
+        assert!(copies.iter().all(|c| c.addr() == s.addr()));
+        assert_eq!(s.header().count.load(Ordering::SeqCst), 1, "never touched");
+        let mut t = s.clone();
+        assert!(!t.is_unique());
+        assert!(t.unique_mut::<Plain>().is_none());
+        assert_eq!(t.downcast::<Plain>().map(|p| p.0), Some(9));
+        drop(copies);
+        drop(s);
+        assert_eq!(t.downcast::<Plain>().map(|p| p.0), Some(9));
+    }
+}

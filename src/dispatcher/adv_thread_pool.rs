@@ -185,17 +185,17 @@ impl Protocol for Agents {
     fn is_safe(e: &Exec, d: &Demand) -> bool {
         e.shared
             .as_ref()
-            .is_some_and(|s| s.is_thread_safe(&e.core, d.run()))
+            .is_some_and(|s| s.is_thread_safe(&e.core, d.run_plain()))
     }
 
     fn run_safe(e: &Exec, d: Demand) {
         if let Some(s) = &e.shared {
-            s.execute_shared(&e.core, d.run());
+            s.execute_shared(&e.core, d.run_plain());
         }
     }
 
     fn run_exclusive(e: &Exec, d: Demand) -> bool {
-        e.exclusive.lock().execute(&e.core, d.run())
+        e.exclusive.lock().execute(&e.core, d.run_plain())
     }
 
     fn finished(exec: Arc<Exec>) {

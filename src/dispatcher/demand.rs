@@ -7,7 +7,7 @@ use std::mem::ManuallyDrop;
 use super::AgentKey;
 use crate::agent::{AgentArc, AgentExec};
 use crate::mbox::MboxId;
-use crate::message::Message;
+use crate::message::{InlineBits, Message};
 
 /// One queued execution for one agent, named by its key on the queue's worker (no
 /// reference count per message).
@@ -17,13 +17,19 @@ use crate::message::Message;
 /// mostly demands, so their size is what a queued message costs (an enum of the kinds was
 /// 56 bytes: the compiler cannot fold the tag into a pointer when two variants carry
 /// data). The kind is the mbox id, and the body a union that the id tells how to read.
+///
+/// A small message to the agent's own direct mbox may be queued *inline* (see
+/// [`direct`](Self::direct)): the payload's bytes in the body, its type's table in the id
+/// word, no allocation. Its message is made again when it runs.
 pub(crate) struct Demand {
     pub(crate) key: AgentKey,
-    /// The message's mbox, or one of the reserved ids `BIND`, `BIND_START`, `START`,
-    /// `FINISH`, `STOP_WORKER`.
+    /// The message's mbox; one of the reserved ids `BIND`, `BIND_START`, `START`,
+    /// `FINISH`, `STOP_WORKER`; or, for an inline message, `INLINE` plus its payload
+    /// type's table address.
     mbox: MboxId,
-    /// The agent's core for a bind (`is_bind`); the message for any other demand (a
-    /// placeholder signal for `Start`, `Finish` and the worker's stop).
+    /// The agent's core for a bind (`is_bind`); the payload's bytes for an inline message
+    /// (`is_inline`); the message for any other demand (a placeholder signal for `Start`,
+    /// `Finish` and the worker's stop).
     body: Body,
 }
 
@@ -31,7 +37,13 @@ pub(crate) struct Demand {
 union Body {
     msg: ManuallyDrop<Message>,
     core: ManuallyDrop<AgentArc>,
+    bits: std::mem::MaybeUninit<u64>,
 }
+
+/// The start of the ids of inline messages: `INLINE + table address` (at most
+/// `InlineBits::MAX_TABLE_ADDR`, below the reserved ids; mbox ids count up from 1 and never
+/// get near).
+const INLINE: u64 = 1 << 63;
 
 /// Reserved mbox ids of the control demands (mbox ids count up from 1 and never get near).
 /// The two binds are the two highest, so that `is_bind` is one comparison.
@@ -95,10 +107,34 @@ impl Demand {
         }
     }
 
+    /// A message demand for the agent's own direct mbox, `mbox`: inline if the message
+    /// is small, unshared and plain (see `Message::into_inline`), else as
+    /// [`message`](Self::message) makes it. For queues whose worker runs demands through
+    /// an [`AgentTable`](super::AgentTable), which makes the message again on the way
+    /// ([`run`](Self::run)).
+    #[inline]
+    pub(crate) fn direct(key: AgentKey, mbox: MboxId, msg: Message) -> Demand {
+        match msg.into_inline() {
+            Ok(InlineBits { bits, table }) => Demand {
+                key,
+                // `table` is at most `MAX_TABLE_ADDR` (< 2^62): the sum stays in the range.
+                mbox: MboxId(INLINE | table as u64),
+                body: Body { bits },
+            },
+            Err(msg) => Demand::message(key, mbox, msg),
+        }
+    }
+
+    /// Whether this is an inline message (see [`direct`](Self::direct)).
+    #[inline]
+    fn is_inline(&self) -> bool {
+        self.mbox.0.wrapping_sub(INLINE) <= InlineBits::MAX_TABLE_ADDR as u64
+    }
+
     /// A message demand (what [`new`](Self::new) makes of `DemandKind::Message`).
     #[inline]
     pub(crate) fn message(key: AgentKey, mbox: MboxId, msg: Message) -> Demand {
-        debug_assert!(mbox.0 < BIND_START.0);
+        debug_assert!(mbox.0 < INLINE || (mbox.0 >= STOP_WORKER.0 && mbox.0 < BIND_START.0));
         Demand {
             key,
             mbox,
@@ -151,6 +187,8 @@ impl Demand {
         if this.is_bind() {
             // SAFETY: a bind's body is its core; `this` is never used nor dropped again.
             unsafe { ManuallyDrop::drop(&mut this.body.core) }
+        } else if this.is_inline() {
+            // Bytes of a payload without `Drop`: nothing to drop.
         } else {
             // SAFETY: any other demand's body is a message; taken once, and `this` is
             // never used nor dropped again.
@@ -158,14 +196,23 @@ impl Demand {
         }
     }
 
-    /// What the demand asks the agent for.
+    /// What the demand asks the agent for. An inline message becomes a message again
+    /// here, from `direct`, the agent's direct mbox (asked only then).
     #[inline]
-    pub(crate) fn run(&self) -> Run<'_> {
-        // A message first, with one comparison: the reserved ids are the five highest.
-        if self.mbox.0 < STOP_WORKER.0 {
+    pub(crate) fn run(&mut self, direct: impl FnOnce() -> MboxId) -> Run<'_> {
+        // A message first, with one comparison: inline and reserved ids are above.
+        if self.mbox.0 < INLINE {
             return Run::Message {
                 mbox: self.mbox,
-                // SAFETY: not a bind: the body is a message.
+                // SAFETY: neither a bind nor inline: the body is a message.
+                msg: unsafe { &self.body.msg },
+            };
+        }
+        if self.is_inline() {
+            self.make_message(direct());
+            return Run::Message {
+                mbox: self.mbox,
+                // SAFETY: made a message just now.
                 msg: unsafe { &self.body.msg },
             };
         }
@@ -175,6 +222,42 @@ impl Demand {
             _ => Run::Bind,
         }
     }
+
+    /// [`run`](Self::run) for a queue that never holds inline messages (they are made only
+    /// by [`direct`](Self::direct), for queues run through an `AgentTable`).
+    #[inline]
+    pub(crate) fn run_plain(&self) -> Run<'_> {
+        debug_assert!(!self.is_inline());
+        if self.mbox.0 < INLINE {
+            return Run::Message {
+                mbox: self.mbox,
+                // SAFETY: neither a bind nor inline: the body is a message.
+                msg: unsafe { &self.body.msg },
+            };
+        }
+        match self.mbox {
+            START => Run::Start,
+            FINISH => Run::Finish,
+            // Binds; and (never made for such a queue) an inline message: not run.
+            _ => Run::Bind,
+        }
+    }
+
+    /// Turns an inline message back into a message from `direct`.
+    #[inline(never)]
+    fn make_message(&mut self, direct: MboxId) {
+        debug_assert!(self.is_inline() && direct.0 < INLINE);
+        let inline = InlineBits {
+            // SAFETY: an inline message's body is its payload's bytes.
+            bits: unsafe { self.body.bits },
+            table: (self.mbox.0 - INLINE) as usize,
+        };
+        // The bytes are `Copy`: overwriting the union drops nothing.
+        self.body = Body {
+            msg: ManuallyDrop::new(Message::from_inline(inline)),
+        };
+        self.mbox = direct;
+    }
 }
 
 impl Drop for Demand {
@@ -183,6 +266,8 @@ impl Drop for Demand {
         if self.is_bind() {
             // SAFETY: a bind's body is its core, dropped here once.
             unsafe { ManuallyDrop::drop(&mut self.body.core) }
+        } else if self.is_inline() {
+            // Bytes of a payload without `Drop`: nothing to drop.
         } else {
             // SAFETY: any other demand's body is a message, dropped here once.
             unsafe { ManuallyDrop::drop(&mut self.body.msg) }
@@ -194,6 +279,11 @@ impl Drop for Demand {
 mod tests {
     use super::*;
     use std::sync::Arc;
+
+    /// The direct mbox of demands that are not inline: never asked for.
+    fn no_mbox() -> MboxId {
+        panic!("asked for the direct mbox of a demand that is not inline")
+    }
 
     /// A backlog of small messages is mostly demands: their size is the bytes per queued
     /// message the `queued_bytes_per_msg` benchmark measures.
@@ -207,11 +297,11 @@ mod tests {
             assert!(d.take_bind().is_none());
         }
         assert!(matches!(
-            Demand::new(key, DemandKind::Start).run(),
+            Demand::new(key, DemandKind::Start).run(no_mbox),
             Run::Start
         ));
         assert!(matches!(
-            Demand::new(key, DemandKind::Finish).run(),
+            Demand::new(key, DemandKind::Finish).run(no_mbox),
             Run::Finish
         ));
         let stop = Demand::stop_worker();
@@ -219,14 +309,14 @@ mod tests {
         assert!(!stop.starts_after_bind());
         assert!(!Demand::new(key, DemandKind::Start).is_stop_worker());
         let msg = Message::new(7u32);
-        let d = Demand::new(
+        let mut d = Demand::new(
             key,
             DemandKind::Message {
                 mbox: MboxId(42),
                 msg,
             },
         );
-        match d.run() {
+        match d.run(no_mbox) {
             Run::Message { mbox, msg } => {
                 assert_eq!(mbox, MboxId(42));
                 assert_eq!(msg.downcast_ref::<u32>(), Some(&7));
@@ -269,11 +359,11 @@ mod tests {
             .collect();
         queue.push_back(Demand::new(key, DemandKind::Start));
         queue.push_back(Demand::stop_worker());
-        let first = queue.pop_front().unwrap();
+        let mut first = queue.pop_front().unwrap();
         drop(queue);
         assert_eq!(drops.load(Ordering::SeqCst), 5);
         assert!(matches!(
-            first.run(),
+            first.run(no_mbox),
             Run::Message {
                 mbox: MboxId(3),
                 ..
@@ -281,6 +371,99 @@ mod tests {
         ));
         drop(first);
         assert_eq!(drops.load(Ordering::SeqCst), 6);
+    }
+
+    /// A small, unshared, plain message to the agent's own mbox waits as its bytes and
+    /// comes back as the same value, from the agent's direct mbox, whatever its layout:
+    /// padding, a reference, a float, an enum with a niche.
+    #[test]
+    fn a_small_direct_message_waits_inline_and_runs_as_the_same_value() {
+        fn round_trip<T: Send + Sync + PartialEq + std::fmt::Debug + Clone + 'static>(v: T) {
+            let key = AgentKey::single();
+            let mut d = Demand::direct(key, MboxId(9), Message::new(v.clone()));
+            assert!(d.is_inline(), "{}", std::any::type_name::<T>());
+            assert!(!d.is_bind() && !d.is_stop_worker());
+            match d.run(|| MboxId(9)) {
+                Run::Message { mbox, msg } => {
+                    assert_eq!(mbox, MboxId(9));
+                    assert_eq!(msg.type_id(), std::any::TypeId::of::<T>());
+                    assert_eq!(msg.downcast_ref::<T>(), Some(&v));
+                }
+                _ => panic!("an inline message runs as a message"),
+            }
+            // Run twice (a thread pool asks first whether it is thread-safe): the same.
+            assert!(matches!(
+                d.run(no_mbox),
+                Run::Message {
+                    mbox: MboxId(9),
+                    ..
+                }
+            ));
+            d.recycle();
+            // Run on another thread, which has no spent payload of the type to refill.
+            let d = Demand::direct(key, MboxId(9), Message::new(v.clone()));
+            assert!(d.is_inline());
+            std::thread::spawn(move || {
+                let mut d = d;
+                match d.run(|| MboxId(9)) {
+                    Run::Message { msg, .. } => assert_eq!(msg.downcast_ref::<T>(), Some(&v)),
+                    _ => panic!("an inline message runs as a message"),
+                }
+            })
+            .join()
+            .unwrap();
+        }
+        static TARGET: u64 = 77;
+        round_trip(7u64);
+        round_trip(200u8);
+        round_trip((3u8, 70_000u32)); // three bytes of padding
+        round_trip([1u16, 2, 3]);
+        round_trip(&TARGET); // a pointer: its provenance travels with its bytes
+        round_trip(-2.5f64);
+        round_trip(Some('x'));
+        round_trip(std::num::NonZeroU32::new(5));
+        round_trip(true);
+        // Dropped unrun (its worker gone): nothing to free.
+        drop(Demand::direct(
+            AgentKey::single(),
+            MboxId(9),
+            Message::new(1u32),
+        ));
+    }
+
+    /// What may not wait as bytes does not: a large payload, one with `Drop`, a shared
+    /// one (another copy could see it), an envelope, a mutable message, a signal.
+    #[test]
+    fn a_message_that_is_large_shared_dropped_or_wrapped_waits_as_a_message() {
+        struct Open;
+        impl crate::Envelope for Open {
+            fn reveal(&self, _: crate::Access) -> bool {
+                true
+            }
+        }
+        struct Tick;
+        let key = AgentKey::single();
+        let shared = Message::new(5u64);
+        let copy = shared.clone();
+        for msg in [
+            Message::new(1u128),
+            Message::new(String::from("x")),
+            shared,
+            Message::enveloped(Message::new(2u32), Open),
+            Message::new_mutable(3u32),
+            Message::new(Tick),
+        ] {
+            let ty = msg.type_id();
+            let mut d = Demand::direct(key, MboxId(4), msg);
+            assert!(!d.is_inline());
+            match d.run(no_mbox) {
+                Run::Message { mbox, msg } => {
+                    assert_eq!((mbox, msg.type_id()), (MboxId(4), ty));
+                }
+                _ => panic!("runs as a message"),
+            }
+        }
+        assert_eq!(copy.downcast_ref::<u64>(), Some(&5));
     }
 
     /// A `Bind` that is never run (its worker is gone) leaves the executor waiting in the
@@ -300,9 +483,9 @@ mod tests {
             let drops = Arc::new(AtomicUsize::new(0));
             let (core, exec) = crate::agent::create(Counted(drops.clone()), env);
             core.hand_over(exec);
-            let bind = Demand::bind(AgentKey::single(), core.clone(), false);
+            let mut bind = Demand::bind(AgentKey::single(), core.clone(), false);
             assert!(bind.is_bind() && !bind.starts_after_bind());
-            assert!(matches!(bind.run(), Run::Bind));
+            assert!(matches!(bind.run(no_mbox), Run::Bind));
             drop(bind);
             assert_eq!(drops.load(Ordering::SeqCst), 0, "waits in the core");
             drop(core);
@@ -327,7 +510,10 @@ mod tests {
             core.hand_over(exec);
             let mut bind = Demand::bind(AgentKey::single(), core, true);
             assert!(bind.is_bind() && bind.starts_after_bind());
-            assert!(matches!(bind.run(), Run::Bind), "never run as a message");
+            assert!(
+                matches!(bind.run(no_mbox), Run::Bind),
+                "never run as a message"
+            );
             let (_core, exec) = bind.take_bind().expect("the executor, once");
             drop(exec);
             assert_eq!(drops.load(Ordering::SeqCst), 3);

@@ -44,6 +44,8 @@ pub(crate) use demand::{Demand, DemandKind, Run};
 pub(crate) use table::{AgentKey, AgentTable, KeyAllocator};
 
 use crate::agent::AgentRef;
+use crate::mbox::MboxId;
+use crate::message::Message;
 
 mod demand;
 mod table;
@@ -52,6 +54,16 @@ mod table;
 pub(crate) trait EventQueue: Send + Sync {
     /// Queues one demand; never blocks. A queue whose worker has stopped drops it.
     fn push(&self, demand: Demand);
+
+    /// Queues a message from `mbox`, which is the agent's own direct mbox if `direct`; as
+    /// [`push`](Self::push) does. A queue run through an [`AgentTable`] may queue a direct
+    /// message inline ([`Demand::direct`]): the serial queue does, for pushes from other
+    /// threads.
+    #[inline]
+    fn push_message(&self, key: AgentKey, mbox: MboxId, msg: Message, direct: bool) {
+        let _ = direct;
+        self.push(Demand::message(key, mbox, msg));
+    }
 
     /// Whether this queue's worker runs `Start` right after a `BindStart` (an agent is
     /// then bound and started by one demand, not two: spawning queues half the control

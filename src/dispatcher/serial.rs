@@ -33,7 +33,9 @@ use std::sync::Arc;
 use crossbeam_channel::{Receiver, Sender};
 
 use super::activity::Activity;
-use super::{AgentTable, Demand, EventQueue};
+use super::{AgentKey, AgentTable, Demand, EventQueue};
+use crate::mbox::MboxId;
+use crate::message::Message;
 use crate::sync::{AtomicUsize, Ordering};
 
 /// Polls of the channel before the worker parks (half spinning, half yielding).
@@ -81,6 +83,17 @@ impl SerialQueue {
     /// Asks the worker to stop after the demand it is running.
     pub(crate) fn stop(&self) {
         self.send(Demand::stop_worker());
+    }
+
+    /// A push on the worker itself.
+    #[inline]
+    fn push_local(&self, demand: Demand) {
+        LOCAL.with_borrow_mut(|q| {
+            if self.channel_may_hold() {
+                self.drain_into(q);
+            }
+            q.push_back(demand);
+        });
     }
 
     fn send(&self, cmd: Demand) {
@@ -217,14 +230,22 @@ impl EventQueue for SerialQueue {
     #[inline]
     fn push(&self, demand: Demand) {
         if SERVING.get() == self.key() {
-            LOCAL.with_borrow_mut(|q| {
-                if self.channel_may_hold() {
-                    self.drain_into(q);
-                }
-                q.push_back(demand);
-            });
+            self.push_local(demand);
         } else {
             self.send(demand);
+        }
+    }
+
+    /// A direct message from another thread waits inline when it can: no allocation
+    /// queued, and none freed on the worker for it (see `Demand::direct`).
+    #[inline]
+    fn push_message(&self, key: AgentKey, mbox: MboxId, msg: Message, direct: bool) {
+        if SERVING.get() == self.key() {
+            self.push_local(Demand::message(key, mbox, msg));
+        } else if direct {
+            self.send(Demand::direct(key, mbox, msg));
+        } else {
+            self.send(Demand::message(key, mbox, msg));
         }
     }
 }

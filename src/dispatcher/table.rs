@@ -148,7 +148,7 @@ impl AgentTable {
 
     /// Runs one demand.
     #[inline]
-    pub(crate) fn run(&mut self, demand: Demand) {
+    pub(crate) fn run(&mut self, mut demand: Demand) {
         let key = demand.key;
         let slot = key.slot as usize;
         if demand.is_bind() {
@@ -156,7 +156,7 @@ impl AgentTable {
         }
         let finished = match self.slots.get_mut(slot) {
             Some(Some((generation, core, exec))) if *generation == key.generation => {
-                exec.execute(core, demand.run())
+                exec.execute(core, demand.run(|| core.mbox_id()))
             }
             // The agent has finished (or the slot has a new occupant): dropped.
             _ => false,

@@ -6,6 +6,7 @@ use std::marker::PhantomData;
 
 use parking_lot::Mutex;
 
+pub(crate) use node::InlineBits;
 use node::{NodePtr, Payload};
 
 mod node;
@@ -232,12 +233,14 @@ impl<E: Envelope> Payload for Enveloped<E> {
     }
 }
 
-/// An immutable payload.
+/// An immutable payload (`transparent`: an `INLINE` one's bytes are the value's).
+#[repr(transparent)]
 struct Shared<T>(T);
 
 impl<T: Send + Sync + 'static> Payload for Shared<T> {
     const MESSAGE_TYPE_ID: TypeId = TypeId::of::<T>();
     const REUSABLE: bool = reusable::<T>();
+    const INLINE: bool = inline::<T>();
     fn message_type(&self) -> MessageType {
         MessageType::of::<T>()
     }
@@ -276,6 +279,45 @@ impl Message {
     pub(crate) fn recycle(self) {
         if self.node.reusable() && self.node.is_unique() {
             keep_payload(self);
+        }
+    }
+
+    /// The payload of a small immutable message (at most 8 bytes, no `Drop`, no envelope)
+    /// out of its allocation, if nothing else refers to it; the allocation is kept for
+    /// this thread's next message of the type. A queue keeps these 16 bytes instead of the
+    /// message (`Demand::direct`): a queued small message then takes no allocation, and
+    /// the sender and the receiver each refill one they kept.
+    ///
+    /// Nothing can tell: the message had one reference, so its one receiver gets the
+    /// value (moved, never copied to two places), in a message made by
+    /// [`from_inline`](Self::from_inline).
+    #[inline]
+    pub(crate) fn into_inline(self) -> Result<InlineBits, Message> {
+        match self.node.take_bits() {
+            Some(inline) => {
+                keep_payload(self);
+                Ok(inline)
+            }
+            None => Err(self),
+        }
+    }
+
+    /// The message of a payload taken out by [`into_inline`](Self::into_inline): this
+    /// thread's spent allocation refilled if it has the payload's type, or a new one.
+    #[inline]
+    pub(crate) fn from_inline(inline: InlineBits) -> Message {
+        let mut inline = inline;
+        if let Ok(Some(mut m)) = SPENT.try_with(|s| s.take()) {
+            match m.node.refill_with(inline) {
+                Ok(()) => return m,
+                Err(back) => {
+                    inline = back;
+                    let _ = SPENT.try_with(|s| s.set(Some(m)));
+                }
+            }
+        }
+        Message {
+            node: NodePtr::from_bits(&inline),
         }
     }
 
@@ -472,6 +514,16 @@ fn new_signal_payload<T: Send + Sync + 'static>(id: TypeId, value: T) -> &'stati
 const fn reusable<T>() -> bool {
     std::mem::size_of::<T>() != 0
         && std::mem::size_of::<T>() <= REUSABLE_MAX_SIZE
+        && !std::mem::needs_drop::<T>()
+}
+
+/// Whether a payload of `T` may be queued without its node (see [`Message::into_inline`]):
+/// data without `Drop` that fits in 8 bytes.
+#[inline]
+const fn inline<T>() -> bool {
+    std::mem::size_of::<T>() != 0
+        && std::mem::size_of::<T>() <= 8
+        && std::mem::align_of::<T>() <= 8
         && !std::mem::needs_drop::<T>()
 }
 

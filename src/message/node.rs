@@ -22,6 +22,7 @@
 
 use std::any::TypeId;
 use std::marker::PhantomData;
+use std::mem::{align_of, size_of, MaybeUninit};
 use std::ptr::NonNull;
 use std::sync::atomic::{fence, AtomicUsize, Ordering};
 
@@ -37,6 +38,9 @@ pub(super) trait Payload: Send + Sync + Sized + 'static {
     const REUSABLE: bool = false;
     /// Whether [`envelope`](Self::envelope) may return `Some`.
     const ENVELOPED: bool = false;
+    /// Whether the payload's bytes may travel without their node ([`InlineBits`]): at
+    /// most 8 bytes, aligned to at most 8, with no `Drop`.
+    const INLINE: bool = false;
     /// The message type (the cold path: names, errors, tracing).
     fn message_type(&self) -> MessageType;
     /// The envelope and the message inside it, for an envelope.
@@ -73,7 +77,15 @@ pub(super) struct Table {
     message_type_id: TypeId,
     reusable: bool,
     enveloped: bool,
+    inline: bool,
     message_type: for<'a> unsafe fn(&'a NodePtr) -> MessageType,
+    /// The payload's bytes (an `INLINE` payload's only).
+    to_bits: unsafe fn(&NodePtr) -> MaybeUninit<u64>,
+    /// A new node from an `INLINE` payload's bytes.
+    from_bits: unsafe fn(&MaybeUninit<u64>) -> NodePtr,
+    /// Overwrites the payload of a node no one else refers to with an `INLINE` payload's
+    /// bytes.
+    refill: unsafe fn(&mut NodePtr, &MaybeUninit<u64>),
     envelope: for<'a> unsafe fn(&'a NodePtr) -> Option<(&'a dyn Envelope, &'a Message)>,
     /// Frees the node; called once, by the last reference.
     drop: unsafe fn(*mut Header),
@@ -88,7 +100,11 @@ impl<P: Payload> TableOf<P> {
         message_type_id: P::MESSAGE_TYPE_ID,
         reusable: P::REUSABLE,
         enveloped: P::ENVELOPED,
+        inline: P::INLINE,
         message_type: message_type_of::<P>,
+        to_bits: to_bits::<P>,
+        from_bits: from_bits::<P>,
+        refill: refill::<P>,
         envelope: envelope_of::<P>,
         drop: drop_node::<P>,
     };
@@ -109,6 +125,44 @@ unsafe fn envelope_of<P: Payload>(node: &NodePtr) -> Option<(&dyn Envelope, &Mes
 }
 
 /// # Safety
+/// `node`'s payload type is `P`, and `P` is `INLINE` (at most 8 bytes, aligned to at most
+/// 8).
+unsafe fn to_bits<P: Payload>(node: &NodePtr) -> MaybeUninit<u64> {
+    debug_assert!(P::INLINE && size_of::<P>() <= 8 && align_of::<P>() <= 8);
+    let mut bits = MaybeUninit::<u64>::uninit();
+    // SAFETY: an untyped copy of the payload's `size_of::<P>()` bytes (padding included,
+    // which may be uninitialised: `MaybeUninit` holds them as they are) into 8 bytes.
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            (node.payload_unchecked::<P>() as *const P).cast::<u8>(),
+            bits.as_mut_ptr().cast::<u8>(),
+            size_of::<P>(),
+        )
+    };
+    bits
+}
+
+/// # Safety
+/// `bits` came from [`to_bits::<P>`].
+unsafe fn from_bits<P: Payload>(bits: &MaybeUninit<u64>) -> NodePtr {
+    // SAFETY: the bytes of a `P` (the caller's promise), 8-aligned (`P`'s alignment is at
+    // most 8): reading them back makes the value again, which its node gave up.
+    NodePtr::new(unsafe { bits.as_ptr().cast::<P>().read() })
+}
+
+/// # Safety
+/// `node` is a `Node<P>` that no other reference reaches; `bits` came from
+/// [`to_bits::<P>`].
+unsafe fn refill<P: Payload>(node: &mut NodePtr, bits: &MaybeUninit<u64>) {
+    // SAFETY: the node is a `Node<P>`, reached only through `node` (the caller's promise);
+    // `P` has no `Drop` (`INLINE`), so overwriting its value forgets nothing.
+    unsafe {
+        let payload = &raw mut (*node.untagged().cast::<Node<P>>()).payload;
+        payload.write(bits.as_ptr().cast::<P>().read());
+    }
+}
+
+/// # Safety
 /// `header` is the header of a `Node<P>` made by `Box` in [`NodePtr::new`], and nothing
 /// refers to it any more.
 unsafe fn drop_node<P>(header: *mut Header) {
@@ -116,6 +170,20 @@ unsafe fn drop_node<P>(header: *mut Header) {
     // (the cast back is to the allocation's own type, with the provenance of the whole
     // node), and it is the last reference.
     drop(unsafe { Box::from_raw(header.cast::<Node<P>>()) });
+}
+
+/// A small payload out of its node: its bytes and the (exposed) address of its type's
+/// table, 16 bytes that a queue may keep instead of a node (see `Demand::direct`).
+pub(crate) struct InlineBits {
+    pub(crate) bits: MaybeUninit<u64>,
+    /// The table's address, at most [`MAX_TABLE_ADDR`](Self::MAX_TABLE_ADDR).
+    pub(crate) table: usize,
+}
+
+impl InlineBits {
+    /// The highest table address `take_bits` hands out: a queue may use the top two bits
+    /// of the word that holds it.
+    pub(crate) const MAX_TABLE_ADDR: usize = (1 << 62) - 1;
 }
 
 /// A counted reference to a node, or an uncounted one to a static node (tag bit
@@ -248,6 +316,51 @@ impl NodePtr {
         }
         // SAFETY: the table is the payload type's own.
         unsafe { (table.envelope)(self) }
+    }
+
+    /// The payload's bytes and its table's address, if the payload type is `INLINE` and
+    /// this is the only reference to the node (so nothing can see the payload leave it).
+    /// The node keeps a copy of the bytes, which nothing reads again: the next refill
+    /// overwrites it.
+    #[inline]
+    pub(super) fn take_bits(&self) -> Option<InlineBits> {
+        let table = self.table();
+        if !table.inline || !self.is_unique() {
+            return None;
+        }
+        let addr = (table as *const Table).expose_provenance();
+        if addr > InlineBits::MAX_TABLE_ADDR {
+            return None; // never on the platforms there are: user addresses are lower
+        }
+        Some(InlineBits {
+            // SAFETY: the table is the payload type's own, and it is `INLINE`.
+            bits: unsafe { (table.to_bits)(self) },
+            table: addr,
+        })
+    }
+
+    /// Refills this node with `inline`'s payload if it is the only reference to a node of
+    /// the same payload type; gives `inline` back otherwise.
+    #[inline]
+    pub(super) fn refill_with(&mut self, inline: InlineBits) -> Result<(), InlineBits> {
+        let table = self.table();
+        if (table as *const Table).addr() != inline.table || !self.is_unique() {
+            return Err(inline);
+        }
+        // SAFETY: the same table as the one the bits came from (a payload type's table is
+        // one static), so the same payload type; and no other reference reaches the node.
+        unsafe { (table.refill)(self, &inline.bits) };
+        Ok(())
+    }
+
+    /// A new node holding `inline`'s payload.
+    pub(super) fn from_bits(inline: &InlineBits) -> NodePtr {
+        // SAFETY: `inline.table` is the exposed address of a payload type's static table
+        // (made by `take_bits` only), and the bits came from that type's `to_bits`.
+        unsafe {
+            let table = &*std::ptr::with_exposed_provenance::<Table>(inline.table);
+            (table.from_bits)(&inline.bits)
+        }
     }
 
     /// The node's address (tests: whether two messages share a payload).

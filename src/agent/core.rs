@@ -283,7 +283,7 @@ impl AgentRef {
 fn push_message(core: &AgentArc, mbox: MboxId, msg: Message) {
     if let Some((q, key)) = core.binding.get() {
         if core.status() != FINISHED {
-            q.push_message(*key, mbox, msg, mbox == core.mbox_id());
+            q.push_message(Demand::message(*key, mbox, msg), core);
         }
         return;
     }

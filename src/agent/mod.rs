@@ -30,7 +30,7 @@ use std::sync::Arc;
 use thiserror::Error;
 
 pub use self::core::AgentRef;
-pub(crate) use self::core::{activate, direct_deliver, AgentArc, AgentExec};
+pub(crate) use self::core::{activate, direct_deliver, AgentArc, AgentCore, AgentExec};
 pub use context::{Context, ThreadSafeContext};
 pub use state::{History, State, StateError, MAX_STATE_NESTING};
 pub use subscription::SubscriptionBuilder;

@@ -125,6 +125,20 @@ impl Demand {
         }
     }
 
+    /// This message demand inline (see [`direct`](Self::direct)) if it is from `direct`,
+    /// the agent's own direct mbox, and its message may go inline; else as it is.
+    #[inline]
+    pub(crate) fn inline_if_to(self, direct: MboxId) -> Demand {
+        if self.mbox != direct {
+            return self;
+        }
+        let mut this = ManuallyDrop::new(self);
+        // SAFETY: the id is a direct mbox's, so the body is a message; taken once, and
+        // `this` is never used nor dropped again.
+        let msg = unsafe { ManuallyDrop::take(&mut this.body.msg) };
+        Demand::direct(this.key, direct, msg)
+    }
+
     /// Whether this is an inline message (see [`direct`](Self::direct)).
     #[inline]
     fn is_inline(&self) -> bool {
@@ -183,17 +197,13 @@ impl Demand {
     /// Done with the demand: its message's payload may be reused (see `Message::recycle`).
     #[inline]
     pub(crate) fn recycle(self) {
-        let mut this = ManuallyDrop::new(self);
-        if this.is_bind() {
-            // SAFETY: a bind's body is its core; `this` is never used nor dropped again.
-            unsafe { ManuallyDrop::drop(&mut this.body.core) }
-        } else if this.is_inline() {
-            // Bytes of a payload without `Drop`: nothing to drop.
-        } else {
-            // SAFETY: any other demand's body is a message; taken once, and `this` is
-            // never used nor dropped again.
+        if self.mbox.0 < INLINE {
+            let mut this = ManuallyDrop::new(self);
+            // SAFETY: neither a bind nor inline: the body is a message; taken once, and
+            // `this` is never used nor dropped again.
             unsafe { ManuallyDrop::take(&mut this.body.msg) }.recycle();
         }
+        // Any other kind: dropped.
     }
 
     /// What the demand asks the agent for. An inline message becomes a message again
@@ -263,11 +273,11 @@ impl Demand {
 impl Drop for Demand {
     #[inline]
     fn drop(&mut self) {
-        if self.is_bind() {
+        if self.is_inline() {
+            // Bytes of a payload without `Drop`: nothing to drop.
+        } else if self.is_bind() {
             // SAFETY: a bind's body is its core, dropped here once.
             unsafe { ManuallyDrop::drop(&mut self.body.core) }
-        } else if self.is_inline() {
-            // Bytes of a payload without `Drop`: nothing to drop.
         } else {
             // SAFETY: any other demand's body is a message, dropped here once.
             unsafe { ManuallyDrop::drop(&mut self.body.msg) }
@@ -380,7 +390,11 @@ mod tests {
     fn a_small_direct_message_waits_inline_and_runs_as_the_same_value() {
         fn round_trip<T: Send + Sync + PartialEq + std::fmt::Debug + Clone + 'static>(v: T) {
             let key = AgentKey::single();
-            let mut d = Demand::direct(key, MboxId(9), Message::new(v.clone()));
+            // From another mbox than the agent's own: as it is.
+            let other = Demand::message(key, MboxId(8), Message::new(v.clone()));
+            assert!(!other.inline_if_to(MboxId(9)).is_inline());
+            let mut d = Demand::message(key, MboxId(9), Message::new(v.clone()));
+            d = d.inline_if_to(MboxId(9));
             assert!(d.is_inline(), "{}", std::any::type_name::<T>());
             assert!(!d.is_bind() && !d.is_stop_worker());
             match d.run(|| MboxId(9)) {

@@ -43,9 +43,7 @@ use thiserror::Error;
 pub(crate) use demand::{Demand, DemandKind, Run};
 pub(crate) use table::{AgentKey, AgentTable, KeyAllocator};
 
-use crate::agent::AgentRef;
-use crate::mbox::MboxId;
-use crate::message::Message;
+use crate::agent::{AgentCore, AgentRef};
 
 mod demand;
 mod table;
@@ -55,14 +53,14 @@ pub(crate) trait EventQueue: Send + Sync {
     /// Queues one demand; never blocks. A queue whose worker has stopped drops it.
     fn push(&self, demand: Demand);
 
-    /// Queues a message from `mbox`, which is the agent's own direct mbox if `direct`; as
-    /// [`push`](Self::push) does. A queue run through an [`AgentTable`] may queue a direct
-    /// message inline ([`Demand::direct`]): the serial queue does, for pushes from other
+    /// Queues a message demand for `agent`; as [`push`](Self::push) does. A queue run
+    /// through an [`AgentTable`] may queue a message from the agent's own direct mbox
+    /// inline ([`Demand::inline_if_to`]): the serial queue does, for pushes from other
     /// threads.
     #[inline]
-    fn push_message(&self, key: AgentKey, mbox: MboxId, msg: Message, direct: bool) {
-        let _ = direct;
-        self.push(Demand::message(key, mbox, msg));
+    fn push_message(&self, demand: Demand, agent: &AgentCore) {
+        let _ = agent;
+        self.push(demand);
     }
 
     /// Whether this queue's worker runs `Start` right after a `BindStart` (an agent is

@@ -33,9 +33,8 @@ use std::sync::Arc;
 use crossbeam_channel::{Receiver, Sender};
 
 use super::activity::Activity;
-use super::{AgentKey, AgentTable, Demand, EventQueue};
-use crate::mbox::MboxId;
-use crate::message::Message;
+use super::{AgentTable, Demand, EventQueue};
+use crate::agent::AgentCore;
 use crate::sync::{AtomicUsize, Ordering};
 
 /// Polls of the channel before the worker parks (half spinning, half yielding).
@@ -94,6 +93,13 @@ impl SerialQueue {
             }
             q.push_back(demand);
         });
+    }
+
+    /// [`push_message`](EventQueue::push_message) from another thread. Out of line: the
+    /// local push is the one the worker's own handlers make, and it is smaller without.
+    #[inline(never)]
+    fn send_message(&self, demand: Demand, agent: &AgentCore) {
+        self.send(demand.inline_if_to(agent.mbox_id()));
     }
 
     fn send(&self, cmd: Demand) {
@@ -239,13 +245,11 @@ impl EventQueue for SerialQueue {
     /// A direct message from another thread waits inline when it can: no allocation
     /// queued, and none freed on the worker for it (see `Demand::direct`).
     #[inline]
-    fn push_message(&self, key: AgentKey, mbox: MboxId, msg: Message, direct: bool) {
+    fn push_message(&self, demand: Demand, agent: &AgentCore) {
         if SERVING.get() == self.key() {
-            self.push_local(Demand::message(key, mbox, msg));
-        } else if direct {
-            self.send(Demand::direct(key, mbox, msg));
+            self.push_local(demand);
         } else {
-            self.send(Demand::message(key, mbox, msg));
+            self.send_message(demand, agent);
         }
     }
 }

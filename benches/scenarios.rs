@@ -651,14 +651,28 @@ fn rss_bytes() -> u64 {
         .map_or(0, |pages| pages * 4096)
 }
 
+/// The process's peak resident set so far, in bytes (Linux; 0 elsewhere).
+fn peak_rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+            line.split_whitespace().nth(1)?.parse::<u64>().ok()
+        })
+        .map_or(0, |kb| kb * 1024)
+}
+
 /// Queues `n` 8-byte messages to one agent on the default dispatcher while it waits in a
-/// handler, and returns the growth of the resident set per queued message (bytes); the
-/// agent then handles them all (the sum is checked).
-pub fn queued_bytes_per_msg(n: u64) -> f64 {
+/// handler, and returns the growth of the resident set per queued message (bytes), and
+/// the growth of the peak resident set per message once the agent has handled them all
+/// (the backlog's cost while the worker drains it; the sum is checked).
+pub fn queued_bytes_per_msg(n: u64) -> (f64, f64) {
     let sum = Arc::new(AtomicU64::new(0));
     let s = sum.clone();
     let mut per_msg = 0.0;
     let out = &mut per_msg;
+    let before = Arc::new(AtomicU64::new(0));
+    let before_in = before.clone();
     Environment::launch(move |env| {
         let (blocked_tx, blocked_rx) = std::sync::mpsc::channel();
         let (release_tx, release_rx) = std::sync::mpsc::channel();
@@ -676,6 +690,7 @@ pub fn queued_bytes_per_msg(n: u64) -> f64 {
         send(&mbox, Hold).unwrap();
         blocked_rx.recv().unwrap();
         let before = rss_bytes();
+        before_in.store(before, Ordering::Relaxed);
         for i in 0..n {
             send(&mbox, Small(i)).unwrap();
         }
@@ -685,5 +700,6 @@ pub fn queued_bytes_per_msg(n: u64) -> f64 {
     })
     .unwrap();
     assert_eq!(sum.load(Ordering::Relaxed), n * (n - 1) / 2, "backlog sum");
-    per_msg
+    let peak = peak_rss_bytes().saturating_sub(before.load(Ordering::Relaxed));
+    (per_msg, peak as f64 / n as f64)
 }

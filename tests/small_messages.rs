@@ -1,6 +1,8 @@
-//! Small messages sent from other threads to an agent's direct mbox wait in a serial
-//! queue as their bytes (no allocation); these tests hold that nothing a user sees changes:
-//! values, types, order per sender, mixed with messages that wait as they are, and limits.
+//! Messages from other threads to agents on serial queues. Small ones to an agent's direct
+//! mbox wait as their bytes (no allocation), and the worker takes a backlog a burst at a
+//! time; these tests hold that nothing a user sees changes: values, types, order per sender
+//! and against sends made on the worker, mixed with messages that wait as they are, and
+//! limits.
 
 mod common;
 
@@ -119,5 +121,103 @@ fn small_messages_from_another_thread_arrive_as_sent_and_in_order() {
                 assert_eq!(log.get(), expected, "{kind}, round {round}");
             }
         }
+    });
+}
+
+/// Holds its worker until released.
+struct Gate {
+    blocked: std::sync::mpsc::Sender<()>,
+    release: std::sync::Mutex<std::sync::mpsc::Receiver<()>>,
+}
+struct Hold;
+
+impl Agent for Gate {
+    fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+        ctx.subscribe_self().event(|a: &mut Self, _, _: &Hold| {
+            a.blocked.send(()).unwrap();
+            a.release.lock().unwrap().recv().unwrap();
+        })?;
+        Ok(())
+    }
+}
+
+/// Logs its numbers; at 5 sends `FromB` to `c` (a push on its own worker).
+struct B {
+    log: Log,
+    c: Mbox,
+}
+struct Num(u32);
+struct FromB;
+
+impl Agent for B {
+    fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+        ctx.subscribe_self().event(|a: &mut Self, _, n: &Num| {
+            a.log.push(format!("b {}", n.0));
+            if n.0 == 5 {
+                send(&a.c, FromB).unwrap();
+            }
+        })?;
+        Ok(())
+    }
+}
+
+struct C {
+    log: Log,
+}
+struct Late;
+
+impl Agent for C {
+    fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+        ctx.subscribe_self()
+            .event(|a: &mut Self, _, _: &Late| a.log.push("c late"))?;
+        ctx.subscribe_self()
+            .event(|a: &mut Self, _, _: &FromB| a.log.push("c from-b"))?;
+        Ok(())
+    }
+}
+
+/// The worker takes a backlog from other threads a burst at a time; a send made on the
+/// worker meanwhile still comes after every send from another thread that came before it
+/// (`Late` was sent before `FromB`, behind 200 messages the worker had not taken yet).
+#[test]
+fn a_send_on_the_worker_comes_after_the_whole_backlog_sent_before_it_from_elsewhere() {
+    with_env(|env| {
+        let log = Log::new();
+        let (blocked_tx, blocked_rx) = std::sync::mpsc::channel();
+        let (release_tx, release_rx) = std::sync::mpsc::channel();
+        let (gate, b, c) = env
+            .introduce_coop(|coop| {
+                let c = coop.add_agent(C { log: log.clone() });
+                let b = coop.add_agent(B {
+                    log: log.clone(),
+                    c: c.clone(),
+                });
+                let gate = coop.add_agent(Gate {
+                    blocked: blocked_tx,
+                    release: std::sync::Mutex::new(release_rx),
+                });
+                (gate, b, c)
+            })
+            .unwrap();
+        send(&gate, Hold).unwrap();
+        blocked_rx.recv().unwrap();
+        for i in 0..200 {
+            send(&b, Num(i)).unwrap();
+        }
+        send(&c, Late).unwrap();
+        release_tx.send(()).unwrap();
+        log.wait_for(202);
+        let got = log.get();
+        let c_saw: Vec<&String> = got.iter().filter(|l| l.starts_with("c ")).collect();
+        assert_eq!(c_saw, ["c late", "c from-b"]);
+        let b_saw: Vec<String> = got
+            .iter()
+            .filter(|l| l.starts_with("b "))
+            .cloned()
+            .collect();
+        assert_eq!(
+            b_saw,
+            (0..200).map(|i| format!("b {i}")).collect::<Vec<_>>()
+        );
     });
 }

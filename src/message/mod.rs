@@ -145,7 +145,10 @@ impl fmt::Debug for MessageType {
 /// (a few bytes each, for the process's lifetime) and every message of it points there.
 /// And a small message type without `Drop` (an id, a counter) reuses the thread's last
 /// spent payload of its type when nothing refers to it any more, so a conversation between
-/// agents of one worker allocates nothing per message. Both are invisible to handlers.
+/// agents of one worker allocates nothing per message. A message is 8 bytes (one pointer),
+/// and one of at most 8 bytes without `Drop`, sent from another thread to an agent's own
+/// direct mbox on a single-threaded dispatcher, waits in the queue as its bytes, with no
+/// allocation. All of this is invisible to handlers: each receiver sees the value sent.
 ///
 /// Custom mboxes receive and forward `Message`s; agents see the typed payload in their
 /// handlers.

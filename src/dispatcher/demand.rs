@@ -210,31 +210,16 @@ impl Demand {
     /// here, from `direct`, the agent's direct mbox (asked only then).
     #[inline]
     pub(crate) fn run(&mut self, direct: impl FnOnce() -> MboxId) -> Run<'_> {
-        // A message first, with one comparison: inline and reserved ids are above.
-        if self.mbox.0 < INLINE {
-            return Run::Message {
-                mbox: self.mbox,
-                // SAFETY: neither a bind nor inline: the body is a message.
-                msg: unsafe { &self.body.msg },
-            };
-        }
-        if self.is_inline() {
+        // A message costs the one comparison: inline and reserved ids are above.
+        if self.mbox.0 >= INLINE && self.is_inline() {
             self.make_message(direct());
-            return Run::Message {
-                mbox: self.mbox,
-                // SAFETY: made a message just now.
-                msg: unsafe { &self.body.msg },
-            };
         }
-        match self.mbox {
-            START => Run::Start,
-            FINISH => Run::Finish,
-            _ => Run::Bind,
-        }
+        self.run_plain()
     }
 
-    /// [`run`](Self::run) for a queue that never holds inline messages (they are made only
-    /// by [`direct`](Self::direct), for queues run through an `AgentTable`).
+    /// [`run`](Self::run) for a demand that is not inline: any demand of a queue that
+    /// never holds inline messages (they are made only by [`direct`](Self::direct), for
+    /// queues run through an `AgentTable`).
     #[inline]
     pub(crate) fn run_plain(&self) -> Run<'_> {
         debug_assert!(!self.is_inline());

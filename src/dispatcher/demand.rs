@@ -115,12 +115,16 @@ impl Demand {
     #[inline]
     pub(crate) fn direct(key: AgentKey, mbox: MboxId, msg: Message) -> Demand {
         match msg.into_inline() {
-            Ok(InlineBits { bits, table }) => Demand {
-                key,
-                // `table` is at most `MAX_TABLE_ADDR` (< 2^62): the sum stays in the range.
-                mbox: MboxId(INLINE | table as u64),
-                body: Body { bits },
-            },
+            Ok(inline) => {
+                let (bits, table) = inline.into_raw();
+                Demand {
+                    key,
+                    // `table` is at most `MAX_TABLE_ADDR` (< 2^62): the sum stays in the
+                    // range.
+                    mbox: MboxId(INLINE | table as u64),
+                    body: Body { bits },
+                }
+            }
             Err(msg) => Demand::message(key, mbox, msg),
         }
     }
@@ -142,7 +146,7 @@ impl Demand {
     /// Whether this is an inline message (see [`direct`](Self::direct)).
     #[inline]
     fn is_inline(&self) -> bool {
-        self.mbox.0.wrapping_sub(INLINE) <= InlineBits::MAX_TABLE_ADDR as u64
+        self.mbox.0.wrapping_sub(INLINE) <= InlineBits::MAX_TABLE_ADDR
     }
 
     /// A message demand (what [`new`](Self::new) makes of `DemandKind::Message`).
@@ -187,8 +191,9 @@ impl Demand {
         if !self.is_bind() {
             return None;
         }
-        // SAFETY: a bind's body is its core (`bind` is the only maker of bind ids, and
-        // `message` refuses them).
+        // SAFETY: a bind's body is its core: `bind` is the only maker of bind ids, as no
+        // mbox id reaches them (ids count up from 1 and are never made from a number
+        // outside the crate: see `MboxId`; `message` also checks it in debug builds).
         let core = AgentArc::clone(unsafe { &self.body.core });
         let exec = core.take_over()?;
         Some((core, exec))
@@ -242,11 +247,11 @@ impl Demand {
     #[inline(never)]
     fn make_message(&mut self, direct: MboxId) {
         debug_assert!(self.is_inline() && direct.0 < INLINE);
-        let inline = InlineBits {
-            // SAFETY: an inline message's body is its payload's bytes.
-            bits: unsafe { self.body.bits },
-            table: (self.mbox.0 - INLINE) as usize,
-        };
+        // SAFETY: an inline message's body is its payload's bytes, and its id word the
+        // table address they came with: the parts of one `InlineBits` (`direct` is the
+        // only maker of inline ids), made one again once (the body is overwritten next).
+        let inline =
+            unsafe { InlineBits::from_raw(self.body.bits, (self.mbox.0 - INLINE) as usize) };
         // The bytes are `Copy`: overwriting the union drops nothing.
         self.body = Body {
             msg: ManuallyDrop::new(Message::from_inline(inline)),

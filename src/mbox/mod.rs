@@ -40,6 +40,9 @@ use crate::environment::Environment;
 use crate::message::{Message, RedirectionDepth, MAX_REDIRECTION_DEPTH};
 
 /// The process-wide unique id of an mbox (an agent's direct mbox has its agent's id).
+// Ids count up from 1 ([`MboxId::next`]; 0 is the time-limit mbox) and no public API makes
+// one from a number: a queued demand relies on every id being below 2^62, keeping the
+// words above it for inline messages and control demands (`dispatcher::demand`).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
 pub struct MboxId(pub(crate) u64);
 

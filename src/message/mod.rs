@@ -295,7 +295,7 @@ impl Message {
     /// value (moved, never copied to two places), in a message made by
     /// [`from_inline`](Self::from_inline).
     #[inline]
-    pub(crate) fn into_inline(self) -> Result<InlineBits, Message> {
+    pub(crate) fn into_inline(mut self) -> Result<InlineBits, Message> {
         match self.node.take_bits() {
             Some(inline) => {
                 keep_payload(self);
@@ -320,7 +320,7 @@ impl Message {
             }
         }
         Message {
-            node: NodePtr::from_bits(&inline),
+            node: NodePtr::from_bits(inline),
         }
     }
 

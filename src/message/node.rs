@@ -174,16 +174,32 @@ unsafe fn drop_node<P>(header: *mut Header) {
 
 /// A small payload out of its node: its bytes and the (exposed) address of its type's
 /// table, 16 bytes that a queue may keep instead of a node (see `Demand::direct`).
+///
+/// Made only by `take_bits` (from a node) or by the unsafe [`from_raw`](Self::from_raw)
+/// (from the parts of one), and consumed by value: the value it holds exists once.
 pub(crate) struct InlineBits {
-    pub(crate) bits: MaybeUninit<u64>,
+    bits: MaybeUninit<u64>,
     /// The table's address, at most [`MAX_TABLE_ADDR`](Self::MAX_TABLE_ADDR).
-    pub(crate) table: usize,
+    table: usize,
 }
 
 impl InlineBits {
     /// The highest table address `take_bits` hands out: a queue may use the top two bits
-    /// of the word that holds it.
-    pub(crate) const MAX_TABLE_ADDR: usize = (1 << 62) - 1;
+    /// of a 64-bit word that holds it.
+    pub(crate) const MAX_TABLE_ADDR: u64 = (1 << 62) - 1;
+
+    /// The parts, for a queue to keep; [`from_raw`](Self::from_raw) makes them one again.
+    pub(crate) fn into_raw(self) -> (MaybeUninit<u64>, usize) {
+        (self.bits, self.table)
+    }
+
+    /// The payload whose parts [`into_raw`](Self::into_raw) gave.
+    ///
+    /// # Safety
+    /// `bits` and `table` are the parts of one `InlineBits`, made one again once.
+    pub(crate) unsafe fn from_raw(bits: MaybeUninit<u64>, table: usize) -> InlineBits {
+        InlineBits { bits, table }
+    }
 }
 
 /// A counted reference to a node, or an uncounted one to a static node (tag bit
@@ -323,13 +339,13 @@ impl NodePtr {
     /// The node keeps a copy of the bytes, which nothing reads again: the next refill
     /// overwrites it.
     #[inline]
-    pub(super) fn take_bits(&self) -> Option<InlineBits> {
+    pub(super) fn take_bits(&mut self) -> Option<InlineBits> {
         let table = self.table();
         if !table.inline || !self.is_unique() {
             return None;
         }
         let addr = (table as *const Table).expose_provenance();
-        if addr > InlineBits::MAX_TABLE_ADDR {
+        if addr as u64 > InlineBits::MAX_TABLE_ADDR {
             return None; // never on the platforms there are: user addresses are lower
         }
         Some(InlineBits {
@@ -347,16 +363,18 @@ impl NodePtr {
         if (table as *const Table).addr() != inline.table || !self.is_unique() {
             return Err(inline);
         }
-        // SAFETY: the same table as the one the bits came from (a payload type's table is
-        // one static), so the same payload type; and no other reference reaches the node.
+        // SAFETY: the table at the address the bits came with (the same address: the same
+        // bytes, so the same `node_type` and payload type; a type's table promoted twice
+        // only makes this miss), and no other reference reaches the node.
         unsafe { (table.refill)(self, &inline.bits) };
         Ok(())
     }
 
     /// A new node holding `inline`'s payload.
-    pub(super) fn from_bits(inline: &InlineBits) -> NodePtr {
+    pub(super) fn from_bits(inline: InlineBits) -> NodePtr {
         // SAFETY: `inline.table` is the exposed address of a payload type's static table
-        // (made by `take_bits` only), and the bits came from that type's `to_bits`.
+        // and the bits came from that type's `to_bits` (`take_bits` made them, or
+        // `from_raw`, whose caller vouches for that), once.
         unsafe {
             let table = &*std::ptr::with_exposed_provenance::<Table>(inline.table);
             (table.from_bits)(&inline.bits)

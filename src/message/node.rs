@@ -7,16 +7,22 @@
 //! The pipeline and fan-out profiles showed a backlog's bytes (page faults and cache misses)
 //! where the instructions were already few.
 //!
-//! The table is the payload type's one `'static` value: the ids that route and downcast a
-//! message, and the payload's `drop`. Reading a message's type is a load from its header and
-//! one from the table; no call, for every payload but an envelope.
+//! The table is a `'static` value per payload type (a promoted constant: the compiler may
+//! keep more than one copy, so equal addresses mean the same type, not the other way
+//! round): the ids that route and downcast a message, and the payload's `drop`. Reading a
+//! message's type is a load from its header and one from the table; no call, for every
+//! payload but an envelope.
 //!
 //! A signal's node lives as long as the process (one per signal type) and is counted by no
 //! one: its pointer carries the tag bit `STATIC`, and copying or dropping it touches no
 //! counter.
 //!
-//! Everything `unsafe` of the message layer is here, behind the safe [`NodePtr`] API; the
-//! module's tests run under miri (`.ci/run`).
+//! A small payload may leave its node as its bytes ([`InlineBits`], for a queue to keep) and
+//! come back in another node of its type.
+//!
+//! Everything `unsafe` of the message layer is here, behind the safe [`NodePtr`] API and
+//! the one unsafe constructor `InlineBits::from_raw`; the module's tests run under miri
+//! (`.ci/run`).
 
 #![allow(unsafe_code)]
 

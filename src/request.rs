@@ -25,9 +25,17 @@
 //! Rule 3 still holds: when the last holder of the right to answer (request copies, reply
 //! handle) is dropped unanswered, the caller gets [`RequestError::Dropped`] at once.
 //!
-//! Do not call it from an agent's handler for a request to that same agent (or to an agent
-//! on the same `one_thread` dispatcher): the answer could only be produced by the thread
-//! that is waiting for it, and the call ends at the timeout.
+//! # A request the calling thread would have to answer
+//!
+//! A handler that asks an agent whose demands only its own thread can run (itself, an agent
+//! on the same `one_thread`, `active_group`, `active_obj` or priority dispatcher thread, an
+//! agent in the same `thread_pool` queue, or any agent of a one-thread pool) would wait for
+//! an answer that can only come after it returns. [`request_reply`] sees this before it
+//! sends and returns [`RequestError::WouldDeadlock`] at once, with nothing sent: it checks
+//! that every receiver of the request at `to` is such an agent (through bindings to other
+//! mboxes too). It cannot see through a custom mbox, an mchain or an `adv_thread_pool`
+//! (whose thread-safe handlers may run beside the caller): there, such a call ends at
+//! its timeout.
 //!
 //! # Examples
 //!
@@ -199,6 +207,13 @@ pub enum RequestError {
     /// The mbox refused the request.
     #[error(transparent)]
     Send(#[from] SendError),
+    /// Every receiver of the request is an agent that only the calling thread can run, and
+    /// it is busy waiting: nothing was sent (see the module docs).
+    #[error("the request to {mbox} could only be answered by the thread that waits for it")]
+    WouldDeadlock {
+        /// The mbox the request was for.
+        mbox: String,
+    },
 }
 
 /// Why [`Request::reply`] failed.
@@ -217,7 +232,9 @@ pub enum ReplyError {
 ///
 /// # Errors
 ///
-/// [`RequestError`].
+/// [`RequestError::Timeout`], [`RequestError::Dropped`] and [`RequestError::Send`] as the
+/// module docs say; [`RequestError::WouldDeadlock`] when only the calling thread could
+/// answer (nothing is sent then).
 pub fn request_reply<Req, Rep>(
     to: &Mbox,
     timeout: Duration,
@@ -227,6 +244,9 @@ where
     Req: Send + Sync + 'static,
     Rep: Send + 'static,
 {
+    if to.only_blocked_receivers(std::any::TypeId::of::<Request<Req, Rep>>(), 0) {
+        return Err(RequestError::WouldDeadlock { mbox: to.name() });
+    }
     let (tx, rx) = crossbeam_channel::bounded(1);
     to.send(Request {
         request,

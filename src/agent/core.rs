@@ -188,6 +188,14 @@ impl AgentCore {
         }
     }
 
+    /// Whether a demand queued for this agent now could run only after the current thread
+    /// returns from the demand it is running (see `EventQueue::blocked_by_current_thread`).
+    pub(crate) fn blocked_by_current_thread(&self) -> bool {
+        self.binding
+            .get()
+            .is_some_and(|(q, _)| q.blocked_by_current_thread())
+    }
+
     /// Whether the direct mbox takes `msg`: subscribed, and through its filter if any.
     #[inline]
     fn direct_accepts(&self, msg: &Message) -> bool {
@@ -195,11 +203,13 @@ impl AgentCore {
         if let Some(subscribed) = self.fast_types.lookup(type_key(&ty)) {
             return subscribed;
         }
-        let table = self.direct.read_recursive();
-        match table.get(&ty) {
-            Some(e) if e.subscribed => e.filter.as_ref().is_none_or(|f| f.accepts(msg)),
-            _ => false,
-        }
+        // The filter runs after the table's lock is released: it is user code, and may
+        // wait for this agent, which takes the table's write lock to subscribe.
+        let filter = match self.direct.read_recursive().get(&ty) {
+            Some(e) if e.subscribed => e.filter.clone(),
+            _ => return false,
+        };
+        filter.is_none_or(|f| f.accepts(msg))
     }
 }
 

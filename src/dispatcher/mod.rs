@@ -69,6 +69,15 @@ pub(crate) trait EventQueue: Send + Sync {
     fn starts_on_bind(&self) -> bool {
         false
     }
+
+    /// Whether a demand queued here now could run only after the current thread returns
+    /// from the demand it is running: the thread is the one that serves this queue (or
+    /// holds it, in a pool) and it is busy. A blocking request to an agent on such a queue
+    /// can never be answered ([`request_reply`](crate::request::request_reply) refuses it).
+    /// `false` when unknown.
+    fn blocked_by_current_thread(&self) -> bool {
+        false
+    }
 }
 
 /// What a dispatcher does for the coop registration protocol (see `coop`).

@@ -30,6 +30,11 @@ struct Queues {
     stop: bool,
 }
 
+thread_local! {
+    /// Address of the `Shared` whose worker this thread is; 0 on any other thread.
+    static SERVING: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 pub(crate) struct Shared {
     queues: Mutex<Queues>,
     ready: Condvar,
@@ -97,6 +102,7 @@ impl Shared {
     }
 
     fn run(&self, policy: Policy) {
+        SERVING.set(self as *const Shared as usize);
         let mut agents = AgentTable::default();
         match policy {
             Policy::Strict => {
@@ -209,6 +215,11 @@ impl EventQueue for PrioQueue {
     /// The worker runs demands through an `AgentTable`.
     fn starts_on_bind(&self) -> bool {
         true
+    }
+
+    /// One thread serves every priority: this one, if it is the worker.
+    fn blocked_by_current_thread(&self) -> bool {
+        SERVING.get() == Arc::as_ptr(&self.shared) as usize
     }
 
     fn push(&self, demand: Demand) {

@@ -247,6 +247,11 @@ impl EventQueue for SerialQueue {
         true
     }
 
+    /// One thread serves this queue: this one, if it is the worker.
+    fn blocked_by_current_thread(&self) -> bool {
+        SERVING.get() == self.key()
+    }
+
     #[inline]
     fn push(&self, demand: Demand) {
         if SERVING.get() == self.key() {

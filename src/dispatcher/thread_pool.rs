@@ -50,6 +50,7 @@
 //! }).unwrap();
 //! ```
 
+use std::cell::Cell;
 use std::collections::VecDeque;
 use std::sync::{Arc, Weak};
 use std::time::Instant;
@@ -122,6 +123,7 @@ impl Builder {
         }
         let name = self.common.name("thread_pool");
         let shared = Arc::new(Shared {
+            threads,
             ready: Arc::new(ReadyQueue::new()),
             max_demands_at_once: self.max_demands_at_once,
             activity: if self.common.activity() {
@@ -160,7 +162,32 @@ impl Builder {
     }
 }
 
+thread_local! {
+    /// On a worker: the address of its pool's `Shared`, and of the queue it is serving (0
+    /// between queues). A queue being served is held by that worker alone.
+    static POOL: Cell<usize> = const { Cell::new(0) };
+    static HOLDING: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Marks the queue a worker serves, until dropped (a panic included).
+struct Holding;
+
+impl Holding {
+    fn enter(q: &Arc<AgentQueue>) -> Holding {
+        HOLDING.set(Arc::as_ptr(q) as usize);
+        Holding
+    }
+}
+
+impl Drop for Holding {
+    fn drop(&mut self) {
+        HOLDING.set(0);
+    }
+}
+
 struct Shared {
+    /// Worker threads.
+    threads: usize,
     ready: Arc<ReadyQueue<Arc<AgentQueue>>>,
     max_demands_at_once: usize,
     /// One per worker when activity is tracked; empty otherwise.
@@ -169,6 +196,7 @@ struct Shared {
 
 impl Shared {
     fn work(&self, i: usize) {
+        POOL.set(self as *const Shared as usize);
         let activity = self.activity.get(i);
         loop {
             let waiting = activity.map(|_| Instant::now());
@@ -187,6 +215,7 @@ impl Shared {
     fn serve(&self, q: &Arc<AgentQueue>, activity: Option<&Activity>) {
         // Uncontended: a scheduled queue is served by one worker at a time.
         let mut table = q.table.lock();
+        let _holding = Holding::enter(q);
         loop {
             // The budget counts the demands a user sees (`on_start`, messages, `on_finish`),
             // not the internal `Bind` that hands an agent's executor to this worker.
@@ -314,6 +343,18 @@ impl EventQueue for AgentQueue {
     /// The worker runs demands through an `AgentTable`.
     fn starts_on_bind(&self) -> bool {
         true
+    }
+
+    /// The worker serving this queue holds it until the demand in hand returns; and a
+    /// pool of one thread has no other worker to serve it.
+    fn blocked_by_current_thread(&self) -> bool {
+        if HOLDING.get() == self as *const AgentQueue as usize {
+            return true;
+        }
+        let pool = POOL.get();
+        pool != 0
+            && pool == self.shared.as_ptr() as usize
+            && self.shared.upgrade().is_some_and(|s| s.threads == 1)
     }
 
     fn push(&self, demand: Demand) {

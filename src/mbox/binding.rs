@@ -14,8 +14,10 @@
 //! 3. Registrations are not counted per binding: two bindings of the same (mbox, type,
 //!    sink) share one registration, and the first to unbind removes it.
 //! 4. A sink mbox that blocks (a full mchain with a `wait_on_full` timeout, in
-//!    [`DeliveryMode::Ordinary`](crate::DeliveryMode)) blocks the sender while the source
-//!    mbox holds its subscription table: close such a chain before dropping its binding.
+//!    [`DeliveryMode::Ordinary`](crate::DeliveryMode)) blocks the sender. The built-in
+//!    mboxes hold no lock while they deliver, so a binding may be dropped (or made) at
+//!    that time, from any thread; the blocked send still delivers to the sinks it started
+//!    with.
 
 use parking_lot::Mutex;
 

@@ -16,6 +16,14 @@ use crate::message::{Access, Message};
 /// [`MboxImpl::set_delivery_filter`](crate::MboxImpl::set_delivery_filter) and evaluate
 /// them with [`accepts`](Self::accepts).
 ///
+/// # What a filter may do
+///
+/// A filter runs on the sender's thread, once per subscriber and send, with no lock of
+/// the built-in mboxes held: it may send, register a coop, subscribe an agent to the mbox
+/// it filters, or change filters. A subscriber added during a send gets the sends that
+/// begin after its subscription (the send in progress keeps the subscribers it began
+/// with). Keep it short: the sender waits for it.
+///
 /// # A filter that panics
 ///
 /// A panic in a filter counts as a refusal: that subscriber does not get the message, every

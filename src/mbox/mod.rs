@@ -213,6 +213,31 @@ impl Mbox {
         }
     }
 
+    /// Whether `ty` has receivers here and every one is an agent whose demands could run
+    /// only after the current thread returns from the demand it is running (through
+    /// bindings to other mboxes too). `false` when there is none, or when one is not an
+    /// agent (a chain, a custom sink or mbox: unknown).
+    pub(crate) fn only_blocked_receivers(
+        &self,
+        ty: std::any::TypeId,
+        depth: RedirectionDepth,
+    ) -> bool {
+        if depth >= MAX_REDIRECTION_DEPTH {
+            return false;
+        }
+        let blocked = |s: &Sink| match &s.0 {
+            sink::SinkRepr::Agent(a) => a.0.blocked_by_current_thread(),
+            sink::SinkRepr::Mbox(m) => m.only_blocked_receivers(ty, depth + 1),
+            sink::SinkRepr::Custom(_) => false,
+        };
+        match &self.0 {
+            Repr::Direct(a) => a.blocked_by_current_thread(),
+            Repr::Mpmc(m) => m.all_receivers_blocked(ty, blocked),
+            Repr::Unique(m) => m.receiver(ty).is_some_and(|s| blocked(&s)),
+            Repr::Custom(_) => false,
+        }
+    }
+
     /// The raw subscription operations, for custom mbox authors (see [`RawMbox`]).
     pub fn raw(&self) -> RawMbox<'_> {
         RawMbox(self)

@@ -15,6 +15,7 @@ use crate::trace::{self, Trace, TraceEvent, TraceRecord};
 
 /// One sink's entry for one message type. An entry may carry only a filter
 /// (`subscribed == false`): such a sink gets nothing until it subscribes.
+#[derive(Clone)]
 struct Subscriber {
     sink: Sink,
     filter: Option<DeliveryFilter>,
@@ -28,8 +29,16 @@ pub(crate) struct MpmcMbox {
     drops: Arc<DropCounters>,
     name: Option<(String, Weak<NamedRegistry>)>,
     /// Subscribers per type, highest priority first, then in subscription order.
-    table: RwLock<SmallMap<TypeId, Vec<Subscriber>>>,
+    ///
+    /// Copy on write: a send takes a reference to its type's list under the read lock and
+    /// releases the lock before it runs a filter or pushes to a sink, so that user code (a
+    /// filter, a custom sink, a limit's transformation) never runs under the table's lock
+    /// and may subscribe to this very mbox. A change edits the list in place when no send
+    /// holds it (`Arc::make_mut`), and copies it otherwise.
+    table: RwLock<SmallMap<TypeId, SubscriberList>>,
 }
+
+type SubscriberList = Arc<Vec<Subscriber>>;
 
 impl MpmcMbox {
     pub(crate) fn new(
@@ -61,20 +70,16 @@ impl MpmcMbox {
         depth: RedirectionDepth,
         mode: DeliveryMode,
     ) -> Result<(), SendError> {
-        // Recursive read: a push may redirect (message limits) into this same mbox on this
-        // thread; a plain read could deadlock behind a waiting writer.
         // Refused before anything else: a state action named for `Mutable<M>`
         // (`just_switch_to::<Mutable<M>>`) can subscribe that type here without its
         // flavour being known, so a list existing proves nothing.
         self.check_immutable(&msg)?;
-        let table = self.table.read_recursive();
-        let Some(list) = table.get(&msg.type_id()) else {
-            self.drops.count(DropReason::NoSubscribers);
-            trace::emit(&self.trace, || {
-                TraceRecord::new(TraceEvent::NoSubscribers)
-                    .mbox(self.id)
-                    .msg(msg.message_type())
-            });
+        // The list of the moment; later subscriptions see later sends (and a send that
+        // began before an unsubscription may still reach that subscriber, whose agent
+        // then finds no handler and counts the drop).
+        let list = self.table.read().get(&msg.type_id()).cloned();
+        let Some(list) = list else {
+            self.no_subscribers(&msg);
             return Ok(());
         };
         let mut subscribers = 0usize;
@@ -88,14 +93,35 @@ impl MpmcMbox {
         }
         if subscribers == 0 {
             // Only filters without subscriptions for this type: nobody listens.
-            self.drops.count(DropReason::NoSubscribers);
-            trace::emit(&self.trace, || {
-                TraceRecord::new(TraceEvent::NoSubscribers)
-                    .mbox(self.id)
-                    .msg(msg.message_type())
-            });
+            self.no_subscribers(&msg);
         }
         Ok(())
+    }
+
+    #[cold]
+    fn no_subscribers(&self, msg: &Message) {
+        self.drops.count(DropReason::NoSubscribers);
+        trace::emit(&self.trace, || {
+            TraceRecord::new(TraceEvent::NoSubscribers)
+                .mbox(self.id)
+                .msg(msg.message_type())
+        });
+    }
+
+    /// Whether `ty` has subscribers here and every one is `blocked` (see
+    /// `Mbox::only_blocked_receivers`).
+    pub(crate) fn all_receivers_blocked(
+        &self,
+        ty: TypeId,
+        blocked: impl Fn(&Sink) -> bool,
+    ) -> bool {
+        let list = self.table.read().get(&ty).cloned();
+        let mut receivers = list.iter().flat_map(|l| l.iter()).filter(|s| s.subscribed);
+        let mut any = false;
+        receivers.all(|s| {
+            any = true;
+            blocked(&s.sink)
+        }) && any
     }
 
     /// Mutable messages cannot enter a multi-consumer mbox.
@@ -111,11 +137,11 @@ impl MpmcMbox {
     }
 
     fn entry<'t>(
-        table: &'t mut SmallMap<TypeId, Vec<Subscriber>>,
+        table: &'t mut SmallMap<TypeId, SubscriberList>,
         ty: MessageType,
         sink: &Sink,
     ) -> &'t mut Subscriber {
-        let list = table.entry_or_insert_with(ty.type_id(), Vec::new);
+        let list = Arc::make_mut(table.entry_or_insert_with(ty.type_id(), Default::default));
         let pos = match list.iter().position(|s| s.sink == *sink) {
             Some(pos) => pos,
             None => {
@@ -139,9 +165,12 @@ impl MpmcMbox {
         &mut list[pos]
     }
 
-    fn cleanup(table: &mut SmallMap<TypeId, Vec<Subscriber>>, ty: MessageType) {
+    fn cleanup(table: &mut SmallMap<TypeId, SubscriberList>, ty: MessageType) {
         if let Some(list) = table.get_mut(&ty.type_id()) {
-            list.retain(|s| s.subscribed || s.filter.is_some());
+            if list.iter().all(|s| s.subscribed || s.filter.is_some()) {
+                return;
+            }
+            Arc::make_mut(list).retain(|s| s.subscribed || s.filter.is_some());
             if list.is_empty() {
                 table.remove(&ty.type_id());
             }
@@ -162,8 +191,8 @@ impl MpmcMbox {
     pub(crate) fn unsubscribe(&self, ty: MessageType, sink: &Sink) {
         let mut table = self.table.write();
         if let Some(list) = table.get_mut(&ty.type_id()) {
-            if let Some(s) = list.iter_mut().find(|s| s.sink == *sink) {
-                s.subscribed = false;
+            if let Some(i) = list.iter().position(|s| s.sink == *sink) {
+                Arc::make_mut(list)[i].subscribed = false;
             }
         }
         Self::cleanup(&mut table, ty);
@@ -175,8 +204,8 @@ impl MpmcMbox {
             Some(f) => Self::entry(&mut table, ty, sink).filter = Some(f),
             None => {
                 if let Some(list) = table.get_mut(&ty.type_id()) {
-                    if let Some(s) = list.iter_mut().find(|s| s.sink == *sink) {
-                        s.filter = None;
+                    if let Some(i) = list.iter().position(|s| s.sink == *sink) {
+                        Arc::make_mut(list)[i].filter = None;
                     }
                 }
                 Self::cleanup(&mut table, ty);

@@ -33,9 +33,10 @@ pub enum DeliveryMode {
 /// what an mbox delivers (through a [`SingleSinkBinding`](crate::SingleSinkBinding) or a
 /// [`MultiSinkBinding`](crate::MultiSinkBinding)), on the sender's thread.
 ///
-/// `push` must not block when `mode` is [`DeliveryMode::Nonblocking`], and must not call
-/// back into the sender or subscribe to (or unsubscribe from) the mbox that calls it: it
-/// runs while that mbox holds its subscription table. Its panics are the sender's.
+/// `push` must not block when `mode` is [`DeliveryMode::Nonblocking`]. It runs on the
+/// sender's thread; the built-in mboxes hold no lock while they call it, so it may send,
+/// and subscribe to (or unsubscribe from) the mbox that calls it (a custom mbox says in
+/// its own docs whether it allows that). Its panics are the sender's.
 pub trait MessageSink: Send + Sync + 'static {
     /// One message from mbox `from`, redirected `depth` times so far.
     fn push(&self, from: MboxId, msg: Message, depth: RedirectionDepth, mode: DeliveryMode);

@@ -27,8 +27,9 @@ impl UniqueMbox {
 
     pub(crate) fn deliver(&self, msg: Message, depth: RedirectionDepth, mode: DeliveryMode) {
         let ty = msg.type_id();
-        let table = self.table.read_recursive();
-        match table.get(&ty) {
+        // The push runs after the lock is released: a sink may be user code.
+        let sink = self.table.read().get(&ty).cloned();
+        match sink {
             Some(sink) => sink.push_message(self.id, msg, depth, mode),
             None => {
                 if let Some(env) = self.env.upgrade() {
@@ -41,6 +42,11 @@ impl UniqueMbox {
                 }
             }
         }
+    }
+
+    /// The subscriber of `ty`, if any.
+    pub(crate) fn receiver(&self, ty: TypeId) -> Option<Sink> {
+        self.table.read().get(&ty).cloned()
     }
 
     pub(crate) fn subscribe(&self, ty: MessageType, agent: &Sink) -> Result<(), SubscribeError> {

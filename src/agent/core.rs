@@ -268,6 +268,20 @@ impl AgentRef {
         deliver_to(&self.0, mbox, msg, depth);
     }
 
+    /// Whether giving this agent a message runs no user code: no message limits, no
+    /// tracing (see [`push_plain`](Self::push_plain)).
+    #[inline]
+    pub(crate) fn is_plain(&self) -> bool {
+        self.0.limits.get().is_none() && self.0.trace.is_none()
+    }
+
+    /// [`push_message`](Self::push_message) for an agent [`is_plain`](Self::is_plain)
+    /// said yes to.
+    #[inline]
+    pub(crate) fn push_plain(&self, mbox: MboxId, msg: Message) {
+        push_message(&self.0, mbox, msg);
+    }
+
     /// Traces that a message was not given to this agent: a delivery filter refused it.
     /// Custom mboxes that filter call this so that delivery tracing sees the step.
     pub fn trace_filtered(&self, mbox: MboxId, msg: &Message) {

@@ -30,15 +30,27 @@ pub(crate) struct MpmcMbox {
     name: Option<(String, Weak<NamedRegistry>)>,
     /// Subscribers per type, highest priority first, then in subscription order.
     ///
-    /// Copy on write: a send takes a reference to its type's list under the read lock and
-    /// releases the lock before it runs a filter or pushes to a sink, so that user code (a
-    /// filter, a custom sink, a limit's transformation) never runs under the table's lock
-    /// and may subscribe to this very mbox. A change edits the list in place when no send
+    /// Copy on write: no user code (a filter, a custom sink, a limit's transformation, a
+    /// tracer) runs under the table's lock, so that it may subscribe to this very mbox; a
+    /// send that reaches such a subscriber takes a reference to its type's list and
+    /// releases the lock (see `deliver`). A change edits the list in place when no send
     /// holds it (`Arc::make_mut`), and copies it otherwise.
     table: RwLock<SmallMap<TypeId, SubscriberList>>,
 }
 
 type SubscriberList = Arc<Vec<Subscriber>>;
+
+impl Subscriber {
+    /// The agent, when giving it a message runs no user code: no filter, no message
+    /// limits, no tracing.
+    #[inline]
+    fn plain_agent(&self) -> Option<&crate::agent::AgentRef> {
+        match self.sink.as_agent() {
+            Some(a) if self.filter.is_none() && a.is_plain() => Some(a),
+            _ => None,
+        }
+    }
+}
 
 impl MpmcMbox {
     pub(crate) fn new(
@@ -74,21 +86,44 @@ impl MpmcMbox {
         // (`just_switch_to::<Mutable<M>>`) can subscribe that type here without its
         // flavour being known, so a list existing proves nothing.
         self.check_immutable(&msg)?;
-        // The list of the moment; later subscriptions see later sends (and a send that
-        // began before an unsubscription may still reach that subscriber, whose agent
-        // then finds no handler and counts the drop).
-        let list = self.table.read().get(&msg.type_id()).cloned();
-        let Some(list) = list else {
+        // Recursive read: a push may come back into this mbox on this thread (a message
+        // limit's redirection); a plain read could wait behind a waiting writer.
+        let table = self.table.read_recursive();
+        let Some(list) = table.get(&msg.type_id()) else {
+            drop(table);
             self.no_subscribers(&msg);
             return Ok(());
         };
+        // Plain agents are given the message under the lock: that runs no user code and
+        // costs no more than the lock. At the first other subscriber (a filter, a sink
+        // that is not an agent, an agent with message limits, tracing on) the rest of the
+        // list goes on from a snapshot, with the lock released.
         let mut subscribers = 0usize;
-        for s in list.iter().filter(|s| s.subscribed) {
-            subscribers += 1;
-            if s.filter.as_ref().is_none_or(|f| f.accepts(&msg)) {
-                s.sink.push_message(self.id, msg.clone(), depth, mode);
-            } else {
-                s.sink.trace_filtered(self.id, &msg);
+        let mut rest = None;
+        for (i, s) in list.iter().enumerate() {
+            if !s.subscribed {
+                continue;
+            }
+            match s.plain_agent() {
+                Some(agent) => {
+                    subscribers += 1;
+                    agent.push_plain(self.id, msg.clone());
+                }
+                None => {
+                    rest = Some((list.clone(), i));
+                    break;
+                }
+            }
+        }
+        drop(table);
+        if let Some((list, from)) = rest {
+            for s in list[from..].iter().filter(|s| s.subscribed) {
+                subscribers += 1;
+                if s.filter.as_ref().is_none_or(|f| f.accepts(&msg)) {
+                    s.sink.push_message(self.id, msg.clone(), depth, mode);
+                } else {
+                    s.sink.trace_filtered(self.id, &msg);
+                }
             }
         }
         if subscribers == 0 {

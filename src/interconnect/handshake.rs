@@ -29,6 +29,11 @@
 //! 5. Reply (initial packet for a resume, `THandshakeSuccess` for a new session), then
 //!    install if no other handshake took over meanwhile.
 //!
+//! With a shared secret both sides also run the challenge of `challenge.rs`: one more
+//! frame after the reply for a new session, a nonce and a challenge around the initial
+//! packets of a resume. The accepting side then changes nothing of the session (steps 3–4,
+//! ending a session included) until the peer has answered its nonce.
+//!
 //! Races: the token checks in step 5 of both sides (under the session lock) make the last
 //! decision; a connection that loses is dropped, which the peer sees as a broken
 //! connection and retries.
@@ -41,6 +46,7 @@ use std::time::{Duration, Instant};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
+use super::challenge;
 use super::error::HandshakeError;
 use super::node::NodeShared;
 use super::session::{Fallout, Session};
@@ -211,7 +217,13 @@ fn connect_on(
             version: PROTOCOL_VERSION,
         }
     };
-    c.send(&hello.encode())?;
+    let secret = node.secret();
+    let ni = node.random_bytes();
+    let mut first = hello.encode();
+    if secret.is_some() && !peer_id.is_empty() {
+        first.extend(challenge::nonce_frame(&ni));
+    }
+    c.send(&first)?;
     let reply = c.read_initial()?;
     if reply.version != PROTOCOL_VERSION {
         return Err(HandshakeError::Incompatible(format!(
@@ -223,10 +235,15 @@ fn connect_on(
         if reply.self_virtual_id != peer_id || reply.peer_virtual_id != self_id {
             return Err(HandshakeError::SessionMismatch(self_id));
         }
+        if let Some(secret) = secret {
+            let payload = c.read_exblock()?;
+            let nr = challenge::check_resume_challenge(secret, &ni, &payload, &hello, &reply)?;
+            let tag = challenge::resume_confirm(secret, &ni, &nr, &hello, &reply);
+            c.send(&challenge::proof_frame(tag))?;
+        }
         return finish(node, s, c.stream, token, self_id, None, reply.next_packet);
     }
-    let nonce = node.random_bytes();
-    let request = node.request(s.peer, self_id, &nonce);
+    let request = node.request(s.peer, self_id, &ni);
     c.send(&ExBlock::new(request.encode()).encode())?;
     let bytes = c.read_exblock()?;
     let (reply, _) = HandshakeReply::decode(&bytes)?;
@@ -236,7 +253,11 @@ fn connect_on(
     let success = reply
         .success
         .ok_or_else(|| HandshakeError::Incompatible("empty reply".into()))?;
-    let peer = node.check_success(s.peer, &success, &nonce)?;
+    let (peer, nr) = node.check_success(s.peer, &success, &ni)?;
+    if let Some(secret) = secret {
+        let tag = challenge::new_session_confirm(secret, &ni, &nr, self_id, peer);
+        c.send(&challenge::proof_frame(tag))?;
+    }
     finish(node, s, c.stream, token, self_id, Some(peer), 0)
 }
 
@@ -319,46 +340,117 @@ fn accept_on(
     c.send(&InitialPacket::empty_reply().encode())?;
     let bytes = c.read_exblock()?;
     let (request, _) = HandshakeRequest::decode(&bytes)?;
-    let (peer_session, nonce) = match node.check_request(peer_node, &request) {
+    let (peer_session, ni) = match node.check_request(peer_node, &request) {
         Ok(v) => v,
         Err(e) => {
             refuse(c, &e);
             return Err(e);
         }
     };
-    let (token, self_id, fallout) = {
-        let mut st = s.state.lock();
-        if node.is_stopping() {
-            return Err(HandshakeError::Stopping);
-        }
-        if st.connecting.is_some() && peer_node > node.node_id {
-            return Err(HandshakeError::Simultaneous);
-        }
-        if st.established && peer_session == st.peer_id {
-            // The peer's own session, asked for again: a connect of its that lost a race
-            // with ours (it was under way when the peer accepted our connection), not a
-            // restart. Refused quietly; the session goes on.
-            return Err(HandshakeError::Simultaneous);
-        }
-        let fallout = if st.established {
-            s.terminate(node, &mut st, super::error::SessionError::PeerRestarted)
-        } else {
-            Fallout::default()
-        };
-        st.attempts += 1;
-        let token = st.attempts;
-        st.accepting = Some(token);
-        st.connecting = None;
-        (token, st.self_id, fallout)
-    };
+    if let Some(secret) = node.secret() {
+        return accept_proven(node, &s, c, peer_session, &ni, secret);
+    }
+    let (token, self_id, fallout) = claim_new(node, &s, peer_session, None)?;
     fallout.deliver(node, peer_node);
-    let success = node.success(self_id, &nonce);
+    let success = node.success(self_id, &ni, &[]);
     let reply = HandshakeReply {
         success: Some(success),
         ..Default::default()
     };
     let sent = c.send(&ExBlock::new(reply.encode()).encode());
     install_accepted(node, &s, c, sent, (token, self_id), Some(peer_session), 0)
+}
+
+/// Whether a new session with `peer_session` may replace what the session has now; the
+/// refusals are quiet ones.
+fn new_session_gate(
+    node: &NodeShared,
+    s: &Session,
+    st: &super::session::State,
+    peer_session: ActorId,
+) -> Result<(), HandshakeError> {
+    if node.is_stopping() {
+        return Err(HandshakeError::Stopping);
+    }
+    if st.connecting.is_some() && s.peer > node.node_id {
+        return Err(HandshakeError::Simultaneous);
+    }
+    if st.established && peer_session == st.peer_id {
+        // The peer's own session, asked for again: a connect of its that lost a race
+        // with ours (it was under way when the peer accepted our connection), not a
+        // restart. Refused quietly; the session goes on.
+        return Err(HandshakeError::Simultaneous);
+    }
+    Ok(())
+}
+
+/// Takes the session for a new one with `peer_session`: an established session ends (the
+/// peer restarted), and the handshake gets the next token. With `seen` (whether the
+/// session was established, its id, and the id already promised to the peer), the session
+/// must be as it was seen, and an ended one gets the promised id.
+fn claim_new(
+    node: &Arc<NodeShared>,
+    s: &Arc<Session>,
+    peer_session: ActorId,
+    seen: Option<(bool, ActorId, ActorId)>,
+) -> Result<(u64, ActorId, Fallout), HandshakeError> {
+    let mut st = s.state.lock();
+    new_session_gate(node, s, &st, peer_session)?;
+    if let Some((established, self_id, _)) = seen {
+        if st.established != established || st.self_id != self_id {
+            return Err(HandshakeError::Simultaneous);
+        }
+    }
+    let fallout = if st.established {
+        let f = s.terminate(node, &mut st, super::error::SessionError::PeerRestarted);
+        if let Some((_, _, promised)) = seen {
+            st.self_id = promised;
+        }
+        f
+    } else {
+        Fallout::default()
+    };
+    st.attempts += 1;
+    let token = st.attempts;
+    st.accepting = Some(token);
+    st.connecting = None;
+    Ok((token, st.self_id, fallout))
+}
+
+/// A new session in a cluster with a secret (`challenge.rs`): the success carries our
+/// nonce, and nothing of the session changes until the peer has answered it.
+fn accept_proven(
+    node: &Arc<NodeShared>,
+    s: &Arc<Session>,
+    c: &mut Conn,
+    peer_session: ActorId,
+    ni: &[u8],
+    secret: &[u8],
+) -> Result<(), HandshakeError> {
+    let (established, self_id) = {
+        let st = s.state.lock();
+        new_session_gate(node, s, &st, peer_session)?;
+        (st.established, st.self_id)
+    };
+    // An established session ends if the peer proves itself: the new one's id is promised
+    // now.
+    let promised = if established {
+        node.new_session_id()
+    } else {
+        self_id
+    };
+    let nr = node.random_bytes();
+    let reply = HandshakeReply {
+        success: Some(node.success(promised, ni, &nr)),
+        ..Default::default()
+    };
+    c.send(&ExBlock::new(reply.encode()).encode())?;
+    let (_, tag) = challenge::parse(&c.read_exblock()?)?;
+    challenge::check_new_session_confirm(secret, ni, &nr, peer_session, promised, tag.as_deref())?;
+    let seen = Some((established, self_id, promised));
+    let (token, self_id, fallout) = claim_new(node, s, peer_session, seen)?;
+    fallout.deliver(node, s.peer);
+    install_accepted(node, s, c, Ok(()), (token, self_id), Some(peer_session), 0)
 }
 
 /// Step 5 of the accepting side: the reply went out (`sent`); the connection is installed
@@ -400,40 +492,70 @@ fn accept_resume(
     c: &mut Conn,
     hello: &InitialPacket,
 ) -> Result<(), HandshakeError> {
-    let peer_node = s.peer;
-    let decision = {
-        let mut st = s.state.lock();
-        if node.is_stopping() {
-            return Err(HandshakeError::Stopping);
-        }
-        let ours = st.established
-            && hello.peer_virtual_id == st.self_id
-            && hello.self_virtual_id == st.peer_id;
-        if !ours {
-            None
-        } else if st.connecting.is_some() && peer_node > node.node_id {
-            return Err(HandshakeError::Simultaneous);
-        } else {
-            st.attempts += 1;
-            let token = st.attempts;
-            st.accepting = Some(token);
-            st.connecting = None;
-            Some((token, st.self_id, st.peer_id))
-        }
+    let secret = node.secret();
+    let ni = match secret {
+        Some(_) => Some(challenge::nonce_of(challenge::parse(&c.read_exblock()?)?.0)?),
+        None => None,
     };
-    let Some((token, self_id, peer_id)) = decision else {
+    // With a secret the session is only looked at until the peer has answered our nonce.
+    let claim = secret.is_none();
+    let Some((token, self_id, peer_id)) = resume_gate(node, s, hello, claim)? else {
         c.send(&InitialPacket::empty_reply().encode())?;
         return Err(HandshakeError::SessionMismatch(hello.peer_virtual_id));
     };
-    let next = s.confirm();
-    let reply = InitialPacket {
+    let answer = InitialPacket {
         self_virtual_id: self_id,
         peer_virtual_id: peer_id,
-        next_packet: next,
+        next_packet: s.confirm(),
         version: PROTOCOL_VERSION,
     };
-    let sent = c.send(&reply.encode());
-    install_accepted(node, s, c, sent, (token, self_id), None, hello.next_packet)
+    let (Some(secret), Some(ni)) = (secret, ni) else {
+        let sent = c.send(&answer.encode());
+        return install_accepted(node, s, c, sent, (token, self_id), None, hello.next_packet);
+    };
+    let nr = node.random_bytes();
+    let mut bytes = answer.encode();
+    bytes.extend(challenge::resume_challenge(secret, &ni, &nr, hello, &answer));
+    c.send(&bytes)?;
+    let payload = c.read_exblock()?;
+    challenge::check_resume_confirm(secret, (&ni, &nr), hello, &answer, &payload)?;
+    let Some((token, self_id, _)) = resume_gate(node, s, hello, true)? else {
+        // The session ended meanwhile.
+        return Err(HandshakeError::SessionMismatch(hello.peer_virtual_id));
+    };
+    install_accepted(node, s, c, Ok(()), (token, self_id), None, hello.next_packet)
+}
+
+/// Whether `hello` resumes the session: `None` if it names another session; with `claim`,
+/// the handshake takes the session (the next token, which a handshake in progress sees
+/// when it comes to install), else the token is 0 and nothing changes.
+fn resume_gate(
+    node: &NodeShared,
+    s: &Session,
+    hello: &InitialPacket,
+    claim: bool,
+) -> Result<Option<(u64, ActorId, ActorId)>, HandshakeError> {
+    let mut st = s.state.lock();
+    if node.is_stopping() {
+        return Err(HandshakeError::Stopping);
+    }
+    let ours = st.established
+        && hello.peer_virtual_id == st.self_id
+        && hello.self_virtual_id == st.peer_id;
+    if !ours {
+        return Ok(None);
+    }
+    if st.connecting.is_some() && s.peer > node.node_id {
+        return Err(HandshakeError::Simultaneous);
+    }
+    let mut token = 0;
+    if claim {
+        st.attempts += 1;
+        token = st.attempts;
+        st.accepting = Some(token);
+        st.connecting = None;
+    }
+    Ok(Some((token, st.self_id, st.peer_id)))
 }
 
 /// Sends a refusal with its reason (`ErrorExplaination`); best effort.

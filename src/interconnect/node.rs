@@ -10,6 +10,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
 
+use super::challenge::NONCE_LEN;
 use super::codec::Codecs;
 use super::error::{HandshakeError, InterconnectError};
 use super::events::{Subscribe, Unsubscribe};
@@ -27,8 +28,6 @@ use crate::stats::{Quantity, StatsSource};
 
 /// How many refusals [`Interconnect::refusals`] keeps.
 const REFUSALS_KEPT: usize = 64;
-/// How many recent request nonces are remembered (a repeated one is refused).
-const NONCES_KEPT: usize = 4096;
 /// How many incoming handshakes may run at once; more connections are closed at once.
 const MAX_HANDSHAKES: usize = 64;
 
@@ -51,17 +50,19 @@ pub(crate) struct NodeShared {
     next_session: AtomicU64,
     handshakes: AtomicUsize,
     refusals: Mutex<VecDeque<Refusal>>,
-    nonces: Mutex<RecentNonces>,
     /// The sessions' figures for the environment's stats controller (held weakly there).
     stats_source: Arc<dyn StatsSource>,
 }
 
-/// The request nonces seen lately, in arrival order and as a set.
-type RecentNonces = (VecDeque<Vec<u8>>, ahash::AHashSet<Vec<u8>>);
-
 impl NodeShared {
     pub(crate) fn is_stopping(&self) -> bool {
         self.stopping.load(Ordering::Acquire)
+    }
+
+    /// The cluster's shared secret, if it has one (the handshake then runs the challenge
+    /// of `challenge.rs`).
+    pub(crate) fn secret(&self) -> Option<&[u8]> {
+        self.secret.as_deref()
     }
 
     /// Nanoseconds since the node started (ping stamps, silence).
@@ -255,41 +256,32 @@ impl NodeShared {
                 r.sender_actor_id.as_bytes(),
                 &to,
             ];
-            if nonce.len() != 32 || !verify_proof(secret, &parts, tag) || !self.fresh(&nonce) {
+            // No proof of freshness (a recorded request passes): the challenge is
+            // (`challenge.rs`), before anything of the session changes.
+            if nonce.len() != NONCE_LEN || !verify_proof(secret, &parts, tag) {
                 return Err(HandshakeError::BadSecret);
             }
         }
         Ok((session, nonce))
     }
 
-    /// Remembers a request nonce; false if it was seen recently (a replay).
-    fn fresh(&self, nonce: &[u8]) -> bool {
-        let mut g = self.nonces.lock();
-        let (order, seen) = &mut *g;
-        if !seen.insert(nonce.to_vec()) {
-            return false;
-        }
-        order.push_back(nonce.to_vec());
-        if order.len() > NONCES_KEPT {
-            if let Some(old) = order.pop_front() {
-                seen.remove(&old);
-            }
-        }
-        true
-    }
-
-    /// Our `THandshakeSuccess` for session `self_id` (accepting side).
-    pub(crate) fn success(&self, self_id: ActorId, peer_nonce: &[u8]) -> HandshakeSuccess {
+    /// Our `THandshakeSuccess` for session `self_id` (accepting side), with our `nonce`
+    /// (the challenge the peer answers, if the cluster has a secret).
+    pub(crate) fn success(
+        &self,
+        self_id: ActorId,
+        peer_nonce: &[u8],
+        nonce: &[u8],
+    ) -> HandshakeSuccess {
         let sender_actor_id = self_id.to_string();
         let mut params = Vec::new();
         if let Some(secret) = &self.secret {
-            let nonce = self.random_bytes();
             let tag = proof(
                 secret,
                 &[
                     b"agentbox-ic-reply",
                     peer_nonce,
-                    &nonce,
+                    nonce,
                     sender_actor_id.as_bytes(),
                 ],
             );
@@ -313,13 +305,14 @@ impl NodeShared {
         }
     }
 
-    /// Checks a success from `peer` (connecting side); returns the peer's session id.
+    /// Checks a success from `peer` (connecting side); returns the peer's session id and
+    /// its nonce (empty without a secret).
     pub(crate) fn check_success(
         &self,
         peer: u32,
         s: &HandshakeSuccess,
         our_nonce: &[u8],
-    ) -> Result<ActorId, HandshakeError> {
+    ) -> Result<(ActorId, Vec<u8>), HandshakeError> {
         handshake::check_success_flags(s)?;
         if !cluster_accepts(
             self.cluster_uuid.as_deref(),
@@ -348,11 +341,12 @@ impl NodeShared {
                 nonce,
                 s.sender_actor_id.as_bytes(),
             ];
-            if !verify_proof(secret, &parts, tag) {
+            if nonce.len() != NONCE_LEN || !verify_proof(secret, &parts, tag) {
                 return Err(HandshakeError::BadSecret);
             }
+            return Ok((session, nonce.to_vec()));
         }
-        Ok(session)
+        Ok((session, Vec::new()))
     }
 
     /// Takes an event for `peer` (the remote router's path): encodes it here, on the
@@ -673,7 +667,6 @@ impl Interconnect {
                 next_session: AtomicU64::new(0),
                 handshakes: AtomicUsize::new(0),
                 refusals: Mutex::new(VecDeque::new()),
-                nonces: Mutex::new(Default::default()),
                 stats_source: Arc::new(IcStatsSource(me.clone())),
             };
             let first = ((start_time / 1_000_000) << 32) | (n.random_u64() & 0x7FFF_FFFF);

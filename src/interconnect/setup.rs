@@ -110,10 +110,18 @@ impl InterconnectSetup {
         self
     }
 
-    /// A secret every node of the cluster shares: each handshake then carries an
-    /// HMAC-SHA256 proof over both sides' nonces, in the handshake's key/value params
-    /// (which YDB nodes ignore). A peer without the proof, or with a wrong one, is refused;
-    /// so is a reply without it.
+    /// A secret every node of the cluster shares. Each side of every handshake, new
+    /// session or resume, then proves it holds the secret with an HMAC-SHA256 over a nonce
+    /// the other side has just drawn (a challenge), so a recorded handshake, replayed
+    /// later (after a restart too), or a resume with session ids read off the wire is
+    /// refused ([`HandshakeError::BadSecret`](super::HandshakeError::BadSecret)) before the
+    /// session changes or any of its data is read. A peer without the proof, or with a
+    /// wrong one, is refused; so is a reply without it.
+    ///
+    /// The proofs travel in the handshake's key/value params and in frames of agentbox's
+    /// own, so every node of such a cluster must be an agentbox node with the secret; YDB
+    /// nodes take part only in a cluster without one. The secret does not hide the
+    /// traffic: a reader of the wire still reads the events.
     pub fn secret(mut self, secret: impl AsRef<[u8]>) -> InterconnectSetup {
         self.secret = Some(secret.as_ref().to_vec());
         self

@@ -46,6 +46,7 @@ use std::time::{Duration, Instant};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
+use super::admission::INITIAL_PACKET_DEADLINE;
 use super::challenge;
 use super::error::HandshakeError;
 use super::node::NodeShared;
@@ -285,12 +286,15 @@ fn finish(
 pub(crate) fn accept(node: &Arc<NodeShared>, stream: TcpStream) {
     let peer_addr = stream.peer_addr().ok();
     let _ = stream.set_nodelay(true);
+    let now = Instant::now();
+    let deadline = now + node.cfg.handshake_timeout.mul_f32(0.9);
+    // The initial packet comes at once from a node that connects (`admission.rs`).
     let mut c = Conn {
         stream,
-        deadline: Instant::now() + node.cfg.handshake_timeout.mul_f32(0.9),
+        deadline: deadline.min(now + INITIAL_PACKET_DEADLINE),
     };
     let mut claimed = 0;
-    if let Err(reason) = accept_on(node, &mut c, &mut claimed) {
+    if let Err(reason) = accept_on(node, &mut c, deadline, &mut claimed) {
         let quiet = matches!(
             reason,
             HandshakeError::Simultaneous
@@ -311,9 +315,11 @@ pub(crate) fn accept(node: &Arc<NodeShared>, stream: TcpStream) {
 fn accept_on(
     node: &Arc<NodeShared>,
     c: &mut Conn,
+    deadline: Instant,
     claimed: &mut u32,
 ) -> Result<(), HandshakeError> {
     let hello = c.read_initial()?;
+    c.deadline = deadline;
     if hello.version != PROTOCOL_VERSION {
         return Err(HandshakeError::Incompatible(format!(
             "initial packet version {} (no XDC here)",

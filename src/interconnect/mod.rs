@@ -35,6 +35,7 @@
 //!
 //! A whole two-node exchange is on [`Interconnect`].
 
+mod admission;
 mod challenge;
 mod codec;
 mod error;

@@ -4,12 +4,13 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
 
+use super::admission::Admission;
 use super::challenge::NONCE_LEN;
 use super::codec::Codecs;
 use super::error::{HandshakeError, InterconnectError};
@@ -28,8 +29,6 @@ use crate::stats::{Quantity, StatsSource};
 
 /// How many refusals [`Interconnect::refusals`] keeps.
 const REFUSALS_KEPT: usize = 64;
-/// How many incoming handshakes may run at once; more connections are closed at once.
-const MAX_HANDSHAKES: usize = 64;
 
 /// What every thread of a node shares.
 pub(crate) struct NodeShared {
@@ -48,7 +47,8 @@ pub(crate) struct NodeShared {
     start_time: u64,
     stopping: AtomicBool,
     next_session: AtomicU64,
-    handshakes: AtomicUsize,
+    /// Which incoming connections may run a handshake now (`admission.rs`).
+    admission: Arc<Admission>,
     refusals: Mutex<VecDeque<Refusal>>,
     /// The sessions' figures for the environment's stats controller (held weakly there).
     stats_source: Arc<dyn StatsSource>,
@@ -665,7 +665,7 @@ impl Interconnect {
                 start_time,
                 stopping: AtomicBool::new(false),
                 next_session: AtomicU64::new(0),
-                handshakes: AtomicUsize::new(0),
+                admission: Arc::new(Admission::new(&setup.names)),
                 refusals: Mutex::new(VecDeque::new()),
                 stats_source: Arc::new(IcStatsSource(me.clone())),
             };
@@ -782,21 +782,20 @@ fn listen(node: &Arc<NodeShared>, listener: TcpListener) {
                 continue;
             }
         };
-        // Handshakes run before anything is known of the peer: at most so many at once.
-        if node.handshakes.fetch_add(1, Ordering::AcqRel) >= MAX_HANDSHAKES {
-            node.handshakes.fetch_sub(1, Ordering::AcqRel);
+        // Handshakes run before anything is known of the peer: at most so many at once,
+        // fairly shared by source address (`admission.rs`).
+        let Some(ticket) = stream.peer_addr().ok().and_then(|a| node.admission.admit(a)) else {
             drop(stream);
             continue;
-        }
+        };
         let n = node.clone();
         let spawned = std::thread::Builder::new()
             .name(format!("ic{}-accept", node.node_id))
             .spawn(move || {
                 handshake::accept(&n, stream);
-                n.handshakes.fetch_sub(1, Ordering::AcqRel);
+                drop(ticket);
             });
         if let Err(e) = spawned {
-            node.handshakes.fetch_sub(1, Ordering::AcqRel);
             tracing::error!(error = %e, "interconnect: cannot start a handshake thread");
         }
     }

@@ -69,7 +69,9 @@ pub enum HandshakeError {
         /// The peer's cluster id.
         peer: String,
     },
-    /// The shared-secret proof is missing or wrong (or its nonce was seen before).
+    /// The shared-secret proof is missing or wrong: a request's, a reply's, or the answer
+    /// to this node's challenge (a recorded handshake replayed, a resume by a node without
+    /// the secret).
     #[error("the shared-secret proof is missing or wrong")]
     BadSecret,
     /// Something the protocol requires is missing or has another value (protocol version,

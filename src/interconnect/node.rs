@@ -549,7 +549,10 @@ fn shutdown(node: &Arc<NodeShared>) {
 ///   [`NodeConnected`](super::NodeConnected) when the session is up and
 ///   [`NodeDisconnected`](super::NodeDisconnected) when it ends.
 /// - **Who may join**: nodes of the name service only, with matching host names, cluster
-///   ids and (if set) the shared secret; a refused peer gets nothing delivered.
+///   ids and (if set) the shared secret, proven afresh in every handshake, resumes
+///   included; a refused peer gets nothing delivered. Incoming handshakes are admitted
+///   fairly: the name service's addresses have slots of their own, any other address a
+///   few, and a connection that sends nothing is closed within a second.
 /// - An event type without a codec, or an event over the size limit, is not delivered
 ///   (reason `NotSerializable`); the session goes on.
 /// - Bodies in YDB's extended `TEventPB` format (descriptor flag `0x20`) reach the handler

@@ -71,12 +71,7 @@ struct Conn {
 
 impl Conn {
     fn remaining(&self) -> Result<Duration, HandshakeError> {
-        let left = self.deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            Err(HandshakeError::Timeout)
-        } else {
-            Ok(left)
-        }
+        remaining(self.deadline)
     }
 
     fn send(&mut self, bytes: &[u8]) -> Result<(), HandshakeError> {
@@ -91,24 +86,14 @@ impl Conn {
 
     fn read_exact(&mut self, n: usize) -> Result<Vec<u8>, HandshakeError> {
         let mut buf = vec![0u8; n];
-        let mut at = 0;
-        while at < n {
-            let left = self.remaining()?;
-            self.stream
+        let deadline = self.deadline;
+        let stream = &self.stream;
+        read_full(&mut &self.stream, &mut buf, || {
+            let left = remaining(deadline)?;
+            stream
                 .set_read_timeout(Some(left))
-                .map_err(|e| HandshakeError::io(&e))?;
-            match self.stream.read(&mut buf[at..]) {
-                Ok(0) => {
-                    return Err(HandshakeError::Io(
-                        std::io::ErrorKind::UnexpectedEof,
-                        "closed during the handshake".into(),
-                    ))
-                }
-                Ok(k) => at += k,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(HandshakeError::io(&e)),
-            }
-        }
+                .map_err(|e| HandshakeError::io(&e))
+        })?;
         Ok(buf)
     }
 
@@ -130,6 +115,41 @@ impl Conn {
         bytes.extend(self.read_exact(size)?);
         Ok(ExBlock::decode(&bytes)?.0.payload)
     }
+}
+
+/// The time left until `deadline`, or `Timeout`.
+fn remaining(deadline: Instant) -> Result<Duration, HandshakeError> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        Err(HandshakeError::Timeout)
+    } else {
+        Ok(left)
+    }
+}
+
+/// Fills `buf` from `r`, calling `before` ahead of every read (the deadline's timeout). A
+/// read interrupted by a signal (`EINTR`) is retried: it is no failure of the peer.
+fn read_full(
+    r: &mut impl Read,
+    buf: &mut [u8],
+    mut before: impl FnMut() -> Result<(), HandshakeError>,
+) -> Result<(), HandshakeError> {
+    let mut at = 0;
+    while at < buf.len() {
+        before()?;
+        match r.read(&mut buf[at..]) {
+            Ok(0) => {
+                return Err(HandshakeError::Io(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "closed during the handshake".into(),
+                ))
+            }
+            Ok(k) => at += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(HandshakeError::io(&e)),
+        }
+    }
+    Ok(())
 }
 
 fn resolve(address: &str, port: u16) -> Result<SocketAddr, HandshakeError> {
@@ -660,3 +680,7 @@ pub(crate) fn check_success_flags(success: &HandshakeSuccess) -> Result<(), Hand
     }
     Ok(())
 }
+
+#[cfg(test)]
+#[path = "handshake_tests.rs"]
+mod tests;

@@ -721,6 +721,12 @@ impl Interconnect {
         Ok(Interconnect { node })
     }
 
+    /// The node's shared core (unit tests of the handshake).
+    #[cfg(test)]
+    pub(crate) fn shared(&self) -> &Arc<NodeShared> {
+        &self.node
+    }
+
     /// This node's id.
     pub fn node_id(&self) -> u32 {
         self.node.node_id

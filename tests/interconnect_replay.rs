@@ -10,9 +10,8 @@
 mod interconnect_support;
 
 use std::io::{ErrorKind, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::sync::mpsc::{channel, Receiver};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agentbox::actors::*;
@@ -27,67 +26,6 @@ use interconnect_support::*;
 const SECRET: &[u8] = b"correct horse battery staple";
 /// The cookie of what the stranger sends: the sink must never see it.
 const FORGED: u64 = 0xBAD_C0DE;
-
-/// Both directions of every connection a [`RecordingProxy`] piped: (client → server,
-/// server → client).
-type Recordings = Arc<Mutex<Vec<(Arc<Mutex<Vec<u8>>>, Arc<Mutex<Vec<u8>>>)>>>;
-
-/// A TCP proxy on 127.0.0.1 that pipes connections to `target` and records their bytes.
-struct RecordingProxy {
-    port: u16,
-    recordings: Recordings,
-}
-
-impl RecordingProxy {
-    fn start(target: SocketAddr) -> RecordingProxy {
-        let (listener, port) = bind();
-        let recordings: Recordings = Arc::default();
-        let r = recordings.clone();
-        std::thread::spawn(move || accept_loop(&listener, target, &r));
-        RecordingProxy { port, recordings }
-    }
-
-    /// The bytes of connection `k` so far, (client → server, server → client).
-    fn recorded(&self, k: usize) -> (Vec<u8>, Vec<u8>) {
-        let all = self.recordings.lock().unwrap();
-        let (up, down) = &all[k];
-        let up = up.lock().unwrap().clone();
-        let down = down.lock().unwrap().clone();
-        (up, down)
-    }
-}
-
-fn accept_loop(listener: &TcpListener, target: SocketAddr, recordings: &Recordings) {
-    for conn in listener.incoming() {
-        let Ok(down) = conn else { return };
-        let Ok(up) = TcpStream::connect(target) else {
-            continue;
-        };
-        let (Ok(d2), Ok(u2)) = (down.try_clone(), up.try_clone()) else {
-            continue;
-        };
-        let (to_server, to_client) = (Arc::default(), Arc::default());
-        recordings
-            .lock()
-            .unwrap()
-            .push((Arc::clone(&to_server), Arc::clone(&to_client)));
-        std::thread::spawn(move || pipe(down, up, &to_server));
-        std::thread::spawn(move || pipe(u2, d2, &to_client));
-    }
-}
-
-/// Copies `from` to `to`, recording, until either side ends.
-fn pipe(mut from: TcpStream, mut to: TcpStream, record: &Mutex<Vec<u8>>) {
-    let mut buf = vec![0u8; 64 << 10];
-    while let Ok(n @ 1..) = from.read(&mut buf) {
-        record.lock().unwrap().extend_from_slice(&buf[..n]);
-        if to.write_all(&buf[..n]).is_err() {
-            break;
-        }
-    }
-    let _ = from.shutdown(Shutdown::Both);
-    let _ = to.shutdown(Shutdown::Both);
-}
 
 /// Registers the sink service of `node` (id `node_id`): it reports (event type, cookie)
 /// of everything it gets.
@@ -123,7 +61,10 @@ fn until_closed(s: &mut TcpStream) {
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
             Err(_) => return,
         }
-        assert!(Instant::now() < deadline, "the node kept the connection open");
+        assert!(
+            Instant::now() < deadline,
+            "the node kept the connection open"
+        );
     }
 }
 

@@ -152,7 +152,9 @@ mod tests {
             .node(2, NodeAddress::new("127.0.0.1", 2))
             .node(3, NodeAddress::new("10.0.0.3", 3));
         let a = Arc::new(Admission::new(&names));
-        let stranger: Vec<Ticket> = (0..100).filter_map(|_| a.admit(addr([127, 0, 0, 2]))).collect();
+        let stranger: Vec<Ticket> = (0..100)
+            .filter_map(|_| a.admit(addr([127, 0, 0, 2])))
+            .collect();
         assert_eq!(stranger.len(), PER_STRANGER_ADDRESS);
         // Other strangers fill their pool, never the members'.
         let others: Vec<Ticket> = (0..100u8)
@@ -160,9 +162,16 @@ mod tests {
             .collect();
         assert_eq!(others.len(), STRANGER_HANDSHAKES - PER_STRANGER_ADDRESS);
         // Two nodes at 127.0.0.1: 8 slots there; one at 10.0.0.3: 8 (the minimum).
-        let local: Vec<Ticket> = (0..100).filter_map(|_| a.admit(addr([127, 0, 0, 1]))).collect();
-        assert_eq!(local.len(), (2 * PER_MEMBER_ADDRESS).max(MEMBER_ADDRESS_MIN));
-        let far: Vec<Ticket> = (0..100).filter_map(|_| a.admit(addr([10, 0, 0, 3]))).collect();
+        let local: Vec<Ticket> = (0..100)
+            .filter_map(|_| a.admit(addr([127, 0, 0, 1])))
+            .collect();
+        assert_eq!(
+            local.len(),
+            (2 * PER_MEMBER_ADDRESS).max(MEMBER_ADDRESS_MIN)
+        );
+        let far: Vec<Ticket> = (0..100)
+            .filter_map(|_| a.admit(addr([10, 0, 0, 3])))
+            .collect();
         assert_eq!(far.len(), MEMBER_ADDRESS_MIN);
         // A slot given back is free again; an IPv4-mapped address is the IPv4 one.
         drop(stranger);

@@ -164,7 +164,10 @@ pub(crate) fn resume_challenge(
     hello: &InitialPacket,
     answer: &InitialPacket,
 ) -> Vec<u8> {
-    frame(Some(nr), Some(resume_tag(secret, true, ni, nr, hello, answer)))
+    frame(
+        Some(nr),
+        Some(resume_tag(secret, true, ni, nr, hello, answer)),
+    )
 }
 
 /// I checks R's challenge frame of a resume; returns R's nonce.
@@ -246,14 +249,18 @@ mod tests {
         other.next_packet = 8;
         assert!(check_resume_challenge(b"s", &ni, &challenge, &hello, &other).is_err());
 
-        let confirm = payload(&proof_frame(resume_confirm(b"s", &ni, &nr, &hello, &answer)));
+        let confirm = payload(&proof_frame(resume_confirm(
+            b"s", &ni, &nr, &hello, &answer,
+        )));
         check_resume_confirm(b"s", (&ni, &nr), &hello, &answer, &confirm).unwrap();
         assert_eq!(
             check_resume_confirm(b"s", (&ni, &[9u8; 32]), &hello, &answer, &confirm),
             Err(HandshakeError::BadSecret)
         );
         // R's own tag is no answer to its challenge (labels differ).
-        let reflected = payload(&proof_frame(resume_tag(b"s", true, &ni, &nr, &hello, &answer)));
+        let reflected = payload(&proof_frame(resume_tag(
+            b"s", true, &ni, &nr, &hello, &answer,
+        )));
         assert_eq!(
             check_resume_confirm(b"s", (&ni, &nr), &hello, &answer, &reflected),
             Err(HandshakeError::BadSecret)

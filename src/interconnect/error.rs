@@ -89,6 +89,12 @@ pub enum HandshakeError {
     /// connection wins).
     #[error("simultaneous connect: the other connection wins")]
     Simultaneous,
+    /// TLS (feature `tls`): the modes of the two sides do not agree (YDB's rules, see
+    /// `EncryptionMode`), or the TLS handshake failed (a
+    /// certificate not signed by the cluster's CA, or not for the host name the name
+    /// service gives the peer). Permanent, as in YDB.
+    #[error("TLS: {0}")]
+    Tls(String),
     /// The handshake did not complete in time.
     #[error("the handshake timed out")]
     Timeout,

@@ -48,10 +48,12 @@ use sha2::Sha256;
 
 use super::admission::INITIAL_PACKET_DEADLINE;
 use super::challenge;
+use super::encryption;
 use super::error::HandshakeError;
 use super::node::NodeShared;
 use super::session::{Fallout, Session};
 use super::stats::Refusal;
+use super::stream::IcStream;
 use super::wire::{
     ClusterUuids, ExBlock, HandshakeReply, HandshakeRequest, HandshakeSuccess, InitialPacket,
     KeyValuePair, PROTOCOL_VERSION,
@@ -262,7 +264,11 @@ fn connect_on(
             let tag = challenge::resume_confirm(secret, &ni, &nr, &hello, &reply);
             c.send(&challenge::proof_frame(tag))?;
         }
-        return finish(node, s, c.stream, token, self_id, None, reply.next_packet);
+        // A resumed connection runs TLS if its session does (YDB keeps the session's
+        // params).
+        let encrypted = s.state.lock().encrypted;
+        let stream = secure(node, s.peer, c.stream, encrypted, c.deadline)?;
+        return finish(node, s, stream, token, self_id, None, reply.next_packet);
     }
     let request = node.request(s.peer, self_id, &ni);
     c.send(&ExBlock::new(request.encode()).encode())?;
@@ -275,17 +281,20 @@ fn connect_on(
         .success
         .ok_or_else(|| HandshakeError::Incompatible("empty reply".into()))?;
     let (peer, nr) = node.check_success(s.peer, &success, &ni)?;
+    let encrypted =
+        encryption::initiator_decides(node.encryption_mode(), success.start_encryption)?;
     if let Some(secret) = secret {
         let tag = challenge::new_session_confirm(secret, &ni, &nr, self_id, peer);
         c.send(&challenge::proof_frame(tag))?;
     }
-    finish(node, s, c.stream, token, self_id, Some(peer), 0)
+    let stream = secure(node, s.peer, c.stream, encrypted, c.deadline)?;
+    finish(node, s, stream, token, self_id, Some(peer), 0)
 }
 
 fn finish(
     node: &Arc<NodeShared>,
     s: &Arc<Session>,
-    stream: TcpStream,
+    stream: IcStream,
     token: u64,
     self_id: ActorId,
     new_peer: Option<ActorId>,
@@ -373,8 +382,16 @@ fn accept_on(
             return Err(e);
         }
     };
-    if let Some(secret) = node.secret() {
-        return accept_proven(node, &s, c, peer_session, &ni, secret);
+    let encrypted =
+        match encryption::responder_decides(node.encryption_mode(), request.require_encryption) {
+            Ok(tls) => tls,
+            Err(e) => {
+                refuse(c, &e);
+                return Err(e);
+            }
+        };
+    if node.secret().is_some() || encrypted {
+        return accept_verified(node, &s, c, peer_session, &ni, encrypted);
     }
     let (token, self_id, fallout) = claim_new(node, &s, peer_session, None)?;
     fallout.deliver(node, peer_node);
@@ -384,7 +401,39 @@ fn accept_on(
         ..Default::default()
     };
     let sent = c.send(&ExBlock::new(reply.encode()).encode());
-    install_accepted(node, &s, c, sent, (token, self_id), Some(peer_session), 0)
+    let stream = sent.and_then(|()| plain(c));
+    install_accepted(node, &s, stream, (token, self_id), Some(peer_session), 0)
+}
+
+/// A second handle on the handshake's socket, for the session.
+fn plain(c: &Conn) -> Result<IcStream, HandshakeError> {
+    c.stream
+        .try_clone()
+        .map(IcStream::Plain)
+        .map_err(|e| HandshakeError::io(&e))
+}
+
+/// The session's stream on `sock`: TLS with `peer` if `encrypted` (the lower node id is
+/// the TLS server), else the socket itself.
+fn secure(
+    node: &NodeShared,
+    peer: u32,
+    sock: TcpStream,
+    encrypted: bool,
+    deadline: Instant,
+) -> Result<IcStream, HandshakeError> {
+    if !encrypted {
+        return Ok(IcStream::Plain(sock));
+    }
+    #[cfg(feature = "tls")]
+    if let Some(t) = &node.tls {
+        let host = node.names.get(peer).map_or("", |a| a.host.as_str());
+        let server = node.node_id < peer;
+        let tls = super::tls::establish(&t.context, server, host, sock, deadline)?;
+        return Ok(IcStream::Tls(tls));
+    }
+    let _ = (node, peer, sock, deadline);
+    Err(HandshakeError::Tls("this node has no TLS setup".into()))
 }
 
 /// Whether a new session with `peer_session` may replace what the session has now; the
@@ -443,15 +492,16 @@ fn claim_new(
     Ok((token, st.self_id, fallout))
 }
 
-/// A new session in a cluster with a secret (`challenge.rs`): the success carries our
-/// nonce, and nothing of the session changes until the peer has answered it.
-fn accept_proven(
+/// A new session that the peer must prove before it changes anything: in a cluster with a
+/// secret (the success carries our nonce, `challenge.rs`) or with TLS (its certificate,
+/// `tls.rs`). Nothing of the session changes until then.
+fn accept_verified(
     node: &Arc<NodeShared>,
     s: &Arc<Session>,
     c: &mut Conn,
     peer_session: ActorId,
     ni: &[u8],
-    secret: &[u8],
+    encrypted: bool,
 ) -> Result<(), HandshakeError> {
     let (established, self_id) = {
         let st = s.state.lock();
@@ -466,27 +516,34 @@ fn accept_proven(
         self_id
     };
     let nr = node.random_bytes();
+    let mut success = node.success(promised, ni, &nr);
+    success.start_encryption = Some(encrypted);
     let reply = HandshakeReply {
-        success: Some(node.success(promised, ni, &nr)),
+        success: Some(success),
         ..Default::default()
     };
     c.send(&ExBlock::new(reply.encode()).encode())?;
-    let (_, tag) = challenge::parse(&c.read_exblock()?)?;
-    challenge::check_new_session_confirm(secret, ni, &nr, peer_session, promised, tag.as_deref())?;
+    if let Some(secret) = node.secret() {
+        let (_, tag) = challenge::parse(&c.read_exblock()?)?;
+        let tag = tag.as_deref();
+        challenge::check_new_session_confirm(secret, ni, &nr, peer_session, promised, tag)?;
+    }
+    let sock = c.stream.try_clone().map_err(|e| HandshakeError::io(&e))?;
+    let stream = secure(node, s.peer, sock, encrypted, c.deadline)?;
     let seen = Some((established, self_id, promised));
     let (token, self_id, fallout) = claim_new(node, s, peer_session, seen)?;
     fallout.deliver(node, s.peer);
-    install_accepted(node, s, c, Ok(()), (token, self_id), Some(peer_session), 0)
+    install_accepted(node, s, Ok(stream), (token, self_id), Some(peer_session), 0)
 }
 
-/// Step 5 of the accepting side: the reply went out (`sent`); the connection is installed
-/// if the handshake `(token, self_id)` still owns the session (with the peer's session id
-/// for a new session, and the peer's confirm `peer_next`).
+/// Step 5 of the accepting side: the reply went out (`stream` is the connection, or why
+/// the handshake failed on its last steps); the connection is installed if the handshake
+/// `(token, self_id)` still owns the session (with the peer's session id for a new
+/// session, and the peer's confirm `peer_next`).
 fn install_accepted(
     node: &Arc<NodeShared>,
     s: &Arc<Session>,
-    c: &Conn,
-    sent: Result<(), HandshakeError>,
+    stream: Result<IcStream, HandshakeError>,
     (token, self_id): (u64, ActorId),
     peer_session: Option<ActorId>,
     peer_next: u64,
@@ -495,7 +552,6 @@ fn install_accepted(
     if st.accepting != Some(token) || st.self_id != self_id {
         return Err(HandshakeError::Simultaneous);
     }
-    let stream = sent.and_then(|()| c.stream.try_clone().map_err(|e| HandshakeError::io(&e)));
     let stream = match stream {
         Ok(stream) => stream,
         Err(e) => {
@@ -520,47 +576,88 @@ fn accept_resume(
 ) -> Result<(), HandshakeError> {
     let secret = node.secret();
     let ni = match secret {
-        Some(_) => Some(challenge::nonce_of(challenge::parse(&c.read_exblock()?)?.0)?),
+        Some(_) => Some(challenge::nonce_of(
+            challenge::parse(&c.read_exblock()?)?.0,
+        )?),
         None => None,
     };
-    // With a secret the session is only looked at until the peer has answered our nonce.
-    let claim = secret.is_none();
-    let Some((token, self_id, peer_id)) = resume_gate(node, s, hello, claim)? else {
+    // YDB's order (the session is taken, then the reply goes out) unless the peer must
+    // prove itself first: with a secret (our nonce) or TLS (its certificate), the session
+    // is only looked at until then.
+    let claim = if secret.is_none() {
+        Claim::UnlessEncrypted
+    } else {
+        Claim::No
+    };
+    let Some(seen) = resume_gate(node, s, hello, claim)? else {
         c.send(&InitialPacket::empty_reply().encode())?;
         return Err(HandshakeError::SessionMismatch(hello.peer_virtual_id));
     };
     let answer = InitialPacket {
-        self_virtual_id: self_id,
-        peer_virtual_id: peer_id,
+        self_virtual_id: seen.self_id,
+        peer_virtual_id: seen.peer_id,
         next_packet: s.confirm(),
         version: PROTOCOL_VERSION,
     };
-    let (Some(secret), Some(ni)) = (secret, ni) else {
+    if seen.token != 0 {
         let sent = c.send(&answer.encode());
-        return install_accepted(node, s, c, sent, (token, self_id), None, hello.next_packet);
-    };
+        let stream = sent.and_then(|()| plain(c));
+        let owner = (seen.token, seen.self_id);
+        return install_accepted(node, s, stream, owner, None, hello.next_packet);
+    }
     let nr = node.random_bytes();
     let mut bytes = answer.encode();
-    bytes.extend(challenge::resume_challenge(secret, &ni, &nr, hello, &answer));
+    if let (Some(secret), Some(ni)) = (secret, &ni) {
+        bytes.extend(challenge::resume_challenge(secret, ni, &nr, hello, &answer));
+    }
     c.send(&bytes)?;
-    let payload = c.read_exblock()?;
-    challenge::check_resume_confirm(secret, (&ni, &nr), hello, &answer, &payload)?;
-    let Some((token, self_id, _)) = resume_gate(node, s, hello, true)? else {
+    if let (Some(secret), Some(ni)) = (secret, &ni) {
+        let payload = c.read_exblock()?;
+        challenge::check_resume_confirm(secret, (ni, &nr), hello, &answer, &payload)?;
+    }
+    let sock = c.stream.try_clone().map_err(|e| HandshakeError::io(&e))?;
+    let stream = secure(node, s.peer, sock, seen.encrypted, c.deadline)?;
+    let Some(now) = resume_gate(node, s, hello, Claim::Yes)? else {
         // The session ended meanwhile.
         return Err(HandshakeError::SessionMismatch(hello.peer_virtual_id));
     };
-    install_accepted(node, s, c, Ok(()), (token, self_id), None, hello.next_packet)
+    install_accepted(
+        node,
+        s,
+        Ok(stream),
+        (now.token, now.self_id),
+        None,
+        hello.next_packet,
+    )
 }
 
-/// Whether `hello` resumes the session: `None` if it names another session; with `claim`,
-/// the handshake takes the session (the next token, which a handshake in progress sees
-/// when it comes to install), else the token is 0 and nothing changes.
+/// Whether [`resume_gate`] takes the session.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Claim {
+    No,
+    /// Unless the session runs TLS (the peer then proves itself first).
+    UnlessEncrypted,
+    Yes,
+}
+
+/// The session as a resume found it.
+struct Seen {
+    /// The handshake's token if it took the session, else 0.
+    token: u64,
+    self_id: ActorId,
+    peer_id: ActorId,
+    encrypted: bool,
+}
+
+/// Whether `hello` resumes the session: `None` if it names another session. A claim takes
+/// the session (the next token, which a handshake in progress sees when it comes to
+/// install); otherwise nothing changes.
 fn resume_gate(
     node: &NodeShared,
     s: &Session,
     hello: &InitialPacket,
-    claim: bool,
-) -> Result<Option<(u64, ActorId, ActorId)>, HandshakeError> {
+    claim: Claim,
+) -> Result<Option<Seen>, HandshakeError> {
     let mut st = s.state.lock();
     if node.is_stopping() {
         return Err(HandshakeError::Stopping);
@@ -575,13 +672,18 @@ fn resume_gate(
         return Err(HandshakeError::Simultaneous);
     }
     let mut token = 0;
-    if claim {
+    if claim == Claim::Yes || (claim == Claim::UnlessEncrypted && !st.encrypted) {
         st.attempts += 1;
         token = st.attempts;
         st.accepting = Some(token);
         st.connecting = None;
     }
-    Ok(Some((token, st.self_id, st.peer_id)))
+    Ok(Some(Seen {
+        token,
+        self_id: st.self_id,
+        peer_id: st.peer_id,
+        encrypted: st.encrypted,
+    }))
 }
 
 /// Sends a refusal with its reason (`ErrorExplaination`); best effort.
@@ -668,9 +770,6 @@ pub(crate) fn check_success_flags(success: &HandshakeSuccess) -> Result<(), Hand
         return Err(HandshakeError::Incompatible(
             "the peer does not use the modern frame and extended trace format".into(),
         ));
-    }
-    if success.start_encryption == Some(true) {
-        return Err(HandshakeError::Incompatible("the peer starts TLS".into()));
     }
     if success.use_external_data_channel == Some(true) {
         return Err(HandshakeError::Incompatible("the peer uses XDC".into()));

@@ -71,8 +71,14 @@ fn node_with_session(w: &WrappedEnv, peer: ActorId) -> (Arc<NodeShared>, Arc<Ses
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let closed = TcpListener::bind("127.0.0.1:0").unwrap();
     let names = NameService::new()
-        .node(1, NodeAddress::new("127.0.0.1", closed.local_addr().unwrap().port()))
-        .node(2, NodeAddress::new("127.0.0.1", l.local_addr().unwrap().port()));
+        .node(
+            1,
+            NodeAddress::new("127.0.0.1", closed.local_addr().unwrap().port()),
+        )
+        .node(
+            2,
+            NodeAddress::new("127.0.0.1", l.local_addr().unwrap().port()),
+        );
     drop(closed);
     let system = ActorSystem::start(w.environment(), SystemSetup::new(2)).unwrap();
     let setup = InterconnectSetup::new(names)
@@ -128,7 +134,11 @@ fn a_resume_that_lost_its_session_to_a_newer_resume_is_not_installed() {
     });
 
     // A's reply goes out now: B owns the session, so A must not install its connection.
-    let reply = drain(&mut a_peer, a_filled + InitialPacket::LEN, InitialPacket::LEN);
+    let reply = drain(
+        &mut a_peer,
+        a_filled + InitialPacket::LEN,
+        InitialPacket::LEN,
+    );
     let reply = InitialPacket::decode(&reply).unwrap().0;
     assert_eq!((reply.self_virtual_id, reply.peer_virtual_id), (ours, peer));
     assert_eq!(a_done.join().unwrap(), Err(HandshakeError::Simultaneous));
@@ -138,9 +148,17 @@ fn a_resume_that_lost_its_session_to_a_newer_resume_is_not_installed() {
     };
     assert_ne!(installed(&s.state.lock()), Some(a_local), "A was installed");
 
-    drain(&mut b_peer, b_filled + InitialPacket::LEN, InitialPacket::LEN);
+    drain(
+        &mut b_peer,
+        b_filled + InitialPacket::LEN,
+        InitialPacket::LEN,
+    );
     assert_eq!(b_done.join().unwrap(), Ok(()));
-    assert_eq!(installed(&s.state.lock()), Some(b_local), "B was not installed");
+    assert_eq!(
+        installed(&s.state.lock()),
+        Some(b_local),
+        "B was not installed"
+    );
     w.stop_then_join().unwrap();
 }
 

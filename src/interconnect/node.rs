@@ -13,6 +13,7 @@ use parking_lot::Mutex;
 use super::admission::Admission;
 use super::challenge::NONCE_LEN;
 use super::codec::Codecs;
+use super::encryption::{self, EncryptionMode};
 use super::error::{HandshakeError, InterconnectError};
 use super::events::{Subscribe, Unsubscribe};
 use super::handshake::{self, cluster_accepts, param, proof, verify_proof, NONCE, PROOF};
@@ -40,6 +41,8 @@ pub(crate) struct NodeShared {
     cluster_uuid: Option<String>,
     accept_uuids: Vec<String>,
     secret: Option<Vec<u8>>,
+    #[cfg(feature = "tls")]
+    pub(crate) tls: Option<super::TlsSetup>,
     sessions: BTreeMap<u32, Arc<Session>>,
     local_addr: SocketAddr,
     epoch: Instant,
@@ -57,6 +60,15 @@ pub(crate) struct NodeShared {
 impl NodeShared {
     pub(crate) fn is_stopping(&self) -> bool {
         self.stopping.load(Ordering::Acquire)
+    }
+
+    /// When this node runs TLS (DISABLED without a TLS setup).
+    pub(crate) fn encryption_mode(&self) -> EncryptionMode {
+        #[cfg(feature = "tls")]
+        if let Some(t) = &self.tls {
+            return t.mode;
+        }
+        EncryptionMode::Disabled
     }
 
     /// The cluster's shared secret, if it has one (the handshake then runs the challenge
@@ -165,6 +177,7 @@ impl NodeShared {
             request_extended_trace_fmt: Some(true),
             request_external_data_channel: Some(false),
             request_xxhash: Some(false),
+            require_encryption: encryption::request_field(self.encryption_mode()),
             params,
             ..Default::default()
         }
@@ -233,11 +246,6 @@ impl NodeShared {
         }
         if r.request_modern_frame != Some(true) || r.request_extended_trace_fmt != Some(true) {
             return Err(HandshakeError::Incompatible("obsolete peer version".into()));
-        }
-        if r.require_encryption == Some(true) {
-            return Err(HandshakeError::Incompatible(
-                "the peer requires TLS, which this node does not offer".into(),
-            ));
         }
         if r.do_check_cookie.is_some() {
             return Err(HandshakeError::Incompatible(
@@ -661,6 +669,8 @@ impl Interconnect {
                 cluster_uuid: setup.cluster_uuid.clone(),
                 accept_uuids: setup.accept_uuids.clone(),
                 secret: setup.secret.clone(),
+                #[cfg(feature = "tls")]
+                tls: setup.tls.clone(),
                 sessions: BTreeMap::new(),
                 local_addr,
                 epoch: Instant::now(),
@@ -793,7 +803,11 @@ fn listen(node: &Arc<NodeShared>, listener: TcpListener) {
         };
         // Handshakes run before anything is known of the peer: at most so many at once,
         // fairly shared by source address (`admission.rs`).
-        let Some(ticket) = stream.peer_addr().ok().and_then(|a| node.admission.admit(a)) else {
+        let Some(ticket) = stream
+            .peer_addr()
+            .ok()
+            .and_then(|a| node.admission.admit(a))
+        else {
             drop(stream);
             continue;
         };

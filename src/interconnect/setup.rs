@@ -40,6 +40,8 @@ pub struct InterconnectSetup {
     pub(crate) secret: Option<Vec<u8>>,
     pub(crate) codecs: Codecs,
     pub(crate) cfg: Config,
+    #[cfg(feature = "tls")]
+    pub(crate) tls: Option<super::TlsSetup>,
 }
 
 /// A session's timers and limits (see the setters of [`InterconnectSetup`]).
@@ -69,6 +71,8 @@ impl InterconnectSetup {
             accept_uuids: Vec::new(),
             secret: None,
             codecs: Codecs::with_system_events(),
+            #[cfg(feature = "tls")]
+            tls: None,
             cfg: Config {
                 ping_period: Duration::from_secs(3),
                 dead_peer_timeout: Duration::from_secs(10),
@@ -124,6 +128,25 @@ impl InterconnectSetup {
     /// traffic: a reader of the wire still reads the events.
     pub fn secret(mut self, secret: impl AsRef<[u8]>) -> InterconnectSetup {
         self.secret = Some(secret.as_ref().to_vec());
+        self
+    }
+
+    /// TLS on this node's connections (feature `tls`), with `setup`'s mode, certificate,
+    /// key and CA. Without it a node runs no TLS (YDB's DISABLED mode): a peer that requires
+    /// TLS is refused.
+    ///
+    /// The modes follow YDB's rules ([`EncryptionMode`](super::EncryptionMode)): a new
+    /// session runs TLS when one side requires it and the other allows it, or both allow
+    /// it; it starts on the socket right after the handshake's last frame, and a resumed
+    /// connection runs it again right after the initial packets. Each side checks that the
+    /// other's certificate is signed by the CA and is for the host name the name service
+    /// gives the peer; a failure refuses the peer for good
+    /// ([`HandshakeError::Tls`](super::HandshakeError::Tls)). A session with TLS is only
+    /// taken over (by a resume or a new session) by a peer that completed the TLS
+    /// handshake, so session ids read off the wire are worth nothing.
+    #[cfg(feature = "tls")]
+    pub fn tls(mut self, setup: super::TlsSetup) -> InterconnectSetup {
+        self.tls = Some(setup);
         self
     }
 

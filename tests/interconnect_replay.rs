@@ -282,7 +282,7 @@ fn a_cluster_with_a_secret_resumes_cut_connections_exactly_once_and_in_order() {
         n1.system
             .send_with(to, ActorId::EMPTY, Ping(n), EventFlags::empty(), n);
         n += 1;
-        if n % 100 == 0 {
+        if n.is_multiple_of(100) {
             std::thread::sleep(Duration::from_millis(20));
         }
     }

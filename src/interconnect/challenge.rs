@@ -64,12 +64,15 @@ fn frame(nonce: Option<&[u8]>, tag: Option<Vec<u8>>) -> Vec<u8> {
     ExBlock::new(reply.encode()).encode()
 }
 
+/// A frame's nonce and proof (`None` for a missing one).
+pub(crate) type NonceAndProof = (Option<Vec<u8>>, Option<Vec<u8>>);
+
 /// The nonce and proof of an agentbox frame's payload (`None` for a missing one).
 ///
 /// # Errors
 ///
 /// A payload that is not a `THandshakeReply`.
-pub(crate) fn parse(payload: &[u8]) -> Result<(Option<Vec<u8>>, Option<Vec<u8>>), HandshakeError> {
+pub(crate) fn parse(payload: &[u8]) -> Result<NonceAndProof, HandshakeError> {
     let (reply, _) = HandshakeReply::decode(payload)?;
     if let Some(why) = reply.error_explanation {
         return Err(HandshakeError::Refused(why));

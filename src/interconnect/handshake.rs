@@ -1,5 +1,5 @@
-//! The handshake, both sides (`YDB_WIRE.md` §2.2, §1.1–1.4, §3.4), for peers without TLS,
-//! XDC or XXH3.
+//! The handshake, both sides (`YDB_WIRE.md` §2.2, §1.1–1.4, §3.4), for peers without XDC
+//! or XXH3; TLS (feature `tls`) after it, by YDB's rules (`encryption.rs`, `tls.rs`).
 //!
 //! Connecting side:
 //! 1. TCP connect to the name service's address of the peer; mark "connecting" (token).
@@ -9,7 +9,7 @@
 //!    `SessionMismatch` (our session ends, a new one starts). Done: no ExBlocks.
 //! 4. New session: send a `THandshakeRequest` in an ExBlock (with our nonce and secret
 //!    proof in its params), read the `THandshakeReply`, check it (cluster ids, modern
-//!    frame, no TLS/XDC/XXH3, the peer's proof), take the peer's session id from it.
+//!    frame, no XDC/XXH3, the peer's proof, TLS by the modes), take the peer's session id.
 //! 5. Install the connection if our token is still the session's (an incoming handshake
 //!    may have won meanwhile: `Simultaneous`).
 //!
@@ -17,7 +17,7 @@
 //! 1. Read the initial packet; the claimed node must be in the name service.
 //! 2. Resume: both ids must be the session's, else reply all-zero ids (the peer then
 //!    starts a new session). New session: reply all-zero ids, read and check the request
-//!    (receiver node, host names, cluster ids, protocol, secret proof and nonce freshness);
+//!    (receiver node, host names, cluster ids, protocol, secret proof, TLS mode);
 //!    a refusal is sent as `ErrorExplaination`, logged and kept in the node's refusals.
 //! 3. Simultaneous connects: if our own outgoing handshake is under way and the peer's node
 //!    id is higher, the lower id's (ours) wins: this connection is closed without a reply
@@ -31,8 +31,12 @@
 //!
 //! With a shared secret both sides also run the challenge of `challenge.rs`: one more
 //! frame after the reply for a new session, a nonce and a challenge around the initial
-//! packets of a resume. The accepting side then changes nothing of the session (steps 3–4,
-//! ending a session included) until the peer has answered its nonce.
+//! packets of a resume. With TLS (a new session whose modes chose it, or a resume of a
+//! session that runs it) both sides then run the TLS handshake on the socket, the lower
+//! node id as the server. In either case the accepting side changes nothing of the session
+//! (steps 3–4, ending a session included) until the peer has answered its nonce and
+//! completed TLS with a certificate for its host; without either, it takes the session
+//! before its reply, as YDB does.
 //!
 //! Races: the token checks in step 5 of both sides (under the session lock) make the last
 //! decision; a connection that loses is dropped, which the peer sees as a broken
@@ -430,7 +434,7 @@ fn secure(
         let host = node.names.get(peer).map_or("", |a| a.host.as_str());
         let server = node.node_id < peer;
         let tls = super::tls::establish(&t.context, server, host, sock, deadline)?;
-        return Ok(IcStream::Tls(tls));
+        return Ok(IcStream::Tls(Box::new(tls)));
     }
     let _ = (node, peer, sock, deadline);
     Err(HandshakeError::Tls("this node has no TLS setup".into()))

@@ -561,6 +561,9 @@ fn shutdown(node: &Arc<NodeShared>) {
 ///   included; a refused peer gets nothing delivered. Incoming handshakes are admitted
 ///   fairly: the name service's addresses have slots of their own, any other address a
 ///   few, and a connection that sends nothing is closed within a second.
+/// - **TLS** (feature `tls`, `InterconnectSetup::tls`): YDB's modes decide per session;
+///   both sides' certificates are checked against the cluster's CA and the name service's
+///   host names, and a session with TLS is taken over only by a peer that completed TLS.
 /// - An event type without a codec, or an event over the size limit, is not delivered
 ///   (reason `NotSerializable`); the session goes on.
 /// - Bodies in YDB's extended `TEventPB` format (descriptor flag `0x20`) reach the handler

@@ -13,8 +13,9 @@ use super::tls::TlsStream;
 /// A session's connection.
 pub(crate) enum IcStream {
     Plain(TcpStream),
+    /// Boxed: a rustls connection is large, a plain stream is an fd.
     #[cfg(feature = "tls")]
-    Tls(TlsStream),
+    Tls(Box<TlsStream>),
 }
 
 impl IcStream {

@@ -346,3 +346,70 @@ impl TlsStream {
         (&self.sock).write_all(&tx)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rcgen::{CertificateParams, KeyPair};
+
+    /// A self-signed certificate for `host` and its key, as PEM.
+    fn self_signed(host: &str) -> (String, String) {
+        let key = KeyPair::generate().unwrap();
+        let cert = CertificateParams::new(vec![host.to_owned()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        (cert.pem(), key.serialize_pem())
+    }
+
+    #[test]
+    fn a_setup_loads_from_pem_files_and_says_what_is_wrong_with_bad_ones() {
+        let dir = std::env::temp_dir().join(format!("agentbox-tls-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (cert, key) = self_signed("node-1");
+        let (other_cert, _) = self_signed("node-2");
+        let write = |name: &str, text: &str| {
+            let p = dir.join(name);
+            std::fs::write(&p, text).unwrap();
+            p
+        };
+        let (c, k, junk) = (
+            write("c.pem", &cert),
+            write("k.pem", &key),
+            write("j.pem", "junk"),
+        );
+        let setup = TlsSetup::from_pem_files(EncryptionMode::Required, &c, &k, &c).unwrap();
+        assert_eq!(setup.mode(), EncryptionMode::Required);
+
+        let missing = dir.join("missing.pem");
+        assert!(matches!(
+            TlsSetup::from_pem_files(EncryptionMode::Optional, &missing, &k, &c),
+            Err(TlsError::Read { path, .. }) if path == missing
+        ));
+        assert!(matches!(
+            TlsSetup::from_pem_files(EncryptionMode::Optional, &junk, &k, &c),
+            Err(TlsError::Pem {
+                what: "certificate chain",
+                ..
+            })
+        ));
+        assert!(matches!(
+            TlsSetup::from_pem_files(EncryptionMode::Optional, &c, &c, &c),
+            Err(TlsError::Pem {
+                what: "private key",
+                ..
+            })
+        ));
+        assert!(matches!(
+            TlsSetup::from_pem_files(EncryptionMode::Optional, &c, &k, &junk),
+            Err(TlsError::Pem { what: "CA", .. })
+        ));
+        // A key that is not the certificate's.
+        let o = write("o.pem", &other_cert);
+        assert!(matches!(
+            TlsSetup::from_pem_files(EncryptionMode::Optional, &o, &k, &c),
+            Err(TlsError::Config(_))
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

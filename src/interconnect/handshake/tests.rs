@@ -7,7 +7,8 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{accept_resume, read_full, Conn};
+use super::takeover::accept_resume;
+use super::{read_full, Conn};
 use crate::actors::{ActorId, ActorSystem, SystemSetup};
 use crate::interconnect::error::HandshakeError;
 use crate::interconnect::node::NodeShared;

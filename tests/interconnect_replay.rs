@@ -302,3 +302,9 @@ fn closed_port() -> u16 {
     drop(l);
     port
 }
+
+#[test]
+fn two_nodes_with_a_secret_that_connect_to_each_other_at_once_lose_nothing() {
+    let failed = simultaneous_connects_lose_nothing(40, |_, s| s.secret(SECRET));
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+}

@@ -435,3 +435,16 @@ fn a_resume_with_session_ids_read_off_the_wire_cannot_take_a_tls_session() {
     });
     w.stop_then_join().unwrap();
 }
+
+#[test]
+fn two_nodes_with_tls_that_connect_to_each_other_at_once_lose_nothing() {
+    let ca = Ca::new();
+    let (one, two) = (
+        ca.node("127.0.0.1", EncryptionMode::Required, &ca),
+        ca.node("127.0.0.1", EncryptionMode::Required, &ca),
+    );
+    let failed = simultaneous_connects_lose_nothing(40, |id, s| {
+        s.tls(if id == 1 { one.clone() } else { two.clone() })
+    });
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+}

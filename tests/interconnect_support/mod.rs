@@ -541,3 +541,55 @@ fn pipe_recording(mut from: TcpStream, mut to: TcpStream, record: &Mutex<Vec<u8>
     let _ = from.shutdown(Shutdown::Both);
     let _ = to.shutdown(Shutdown::Both);
 }
+
+/// Two nodes (set up by `tune`) send their first events to each other at the same moment,
+/// `rounds` times: both connect at once, and every event arrives with no session ended.
+/// Returns the failed rounds.
+pub fn simultaneous_connects_lose_nothing(
+    rounds: usize,
+    tune: impl Fn(u32, InterconnectSetup) -> InterconnectSetup,
+) -> Vec<String> {
+    const EACH: u64 = 5;
+    let mut failed = Vec::new();
+    for round in 0..rounds {
+        let w = agentbox::WrappedEnv::new(|_| {}).unwrap();
+        let nodes = cluster(w.environment(), &[1, 2], &tune);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let a = nodes[0].system.register(recorder(tx.clone())).unwrap();
+        let b = nodes[1].system.register(recorder(tx)).unwrap();
+        let start = Arc::new(std::sync::Barrier::new(2));
+        let senders: Vec<_> = [(nodes[0].system.clone(), b), (nodes[1].system.clone(), a)]
+            .into_iter()
+            .map(|(system, to)| {
+                let start = start.clone();
+                std::thread::spawn(move || {
+                    start.wait();
+                    for i in 0..EACH {
+                        system.send(to, Ping(i));
+                    }
+                })
+            })
+            .collect();
+        for s in senders {
+            s.join().unwrap();
+        }
+        let mut got = 0;
+        let ended = |n: &Node, peer| n.ic.session_stats(peer).unwrap().sessions_ended > 0;
+        wait_until("all events, or a session's end", || {
+            while rx.try_recv().is_ok() {
+                got += 1;
+            }
+            got == 2 * EACH || ended(&nodes[0], 2) || ended(&nodes[1], 1)
+        });
+        if got != 2 * EACH || ended(&nodes[0], 2) || ended(&nodes[1], 1) {
+            failed.push(format!(
+                "round {round}: {got} of {} events arrived (so far)\n  1->2 {:?}\n  2->1 {:?}",
+                2 * EACH,
+                nodes[0].ic.session_stats(2),
+                nodes[1].ic.session_stats(1)
+            ));
+        }
+        w.stop_then_join().unwrap();
+    }
+    failed
+}

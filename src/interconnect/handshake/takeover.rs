@@ -15,17 +15,21 @@ use crate::interconnect::session::{Fallout, Session, State};
 use crate::interconnect::wire::{ExBlock, HandshakeReply, InitialPacket, PROTOCOL_VERSION};
 
 /// Whether a new session with `peer_session` may replace what the session has now; the
-/// refusals are quiet ones.
+/// refusals are quiet ones. A `proven` peer has installed its side already (it sent its
+/// proof, `accept_verified`): the simultaneous-connect rule (our outgoing connect wins over
+/// a higher node id's) no longer applies, since refusing it now would end the session it
+/// holds; our connect gives way instead (the claim clears it).
 pub(super) fn new_session_gate(
     node: &NodeShared,
     s: &Session,
     st: &State,
     peer_session: ActorId,
+    proven: bool,
 ) -> Result<(), HandshakeError> {
     if node.is_stopping() {
         return Err(HandshakeError::Stopping);
     }
-    if st.connecting.is_some() && s.peer > node.node_id {
+    if !proven && st.connecting.is_some() && s.peer > node.node_id {
         return Err(HandshakeError::Simultaneous);
     }
     if st.established && peer_session == st.peer_id {
@@ -48,7 +52,7 @@ pub(super) fn claim_new(
     seen: Option<(bool, ActorId, ActorId)>,
 ) -> Result<(u64, ActorId, Fallout), HandshakeError> {
     let mut st = s.state.lock();
-    new_session_gate(node, s, &st, peer_session)?;
+    new_session_gate(node, s, &st, peer_session, seen.is_some())?;
     if let Some((established, self_id, _)) = seen {
         if st.established != established || st.self_id != self_id {
             return Err(HandshakeError::Simultaneous);
@@ -83,7 +87,7 @@ pub(super) fn accept_verified(
 ) -> Result<(), HandshakeError> {
     let (established, self_id) = {
         let st = s.state.lock();
-        new_session_gate(node, s, &st, peer_session)?;
+        new_session_gate(node, s, &st, peer_session, false)?;
         (st.established, st.self_id)
     };
     // An established session ends if the peer proves itself: the new one's id is promised

@@ -21,7 +21,9 @@
 //!    a refusal is sent as `ErrorExplaination`, logged and kept in the node's refusals.
 //! 3. Simultaneous connects: if our own outgoing handshake is under way and the peer's node
 //!    id is higher, the lower id's (ours) wins: this connection is closed without a reply
-//!    (a transient failure for the peer). Otherwise ours is abandoned.
+//!    (a transient failure for the peer). Otherwise ours is abandoned. A peer that proved
+//!    itself (secret or TLS) is checked again only after it installed its side: then ours
+//!    gives way, since refusing would end the session it holds (`handshake/takeover.rs`).
 //! 4. A new-session request while we hold an established session with that peer: if it
 //!    names the peer session we already know, it is a connect of the peer's that lost a
 //!    simultaneous-connect race (refused quietly); otherwise the peer lost our session (it

@@ -171,7 +171,9 @@ impl InterconnectSetup {
         self
     }
 
-    /// How long a handshake may take (default 5 s).
+    /// How long a handshake may take (default 5 s; an incoming one gets 90% of it, and its
+    /// first packet must come within 1 s, or this if shorter: see the interconnect's
+    /// admission rules on [`Interconnect`](super::Interconnect)).
     pub fn handshake_timeout(mut self, timeout: Duration) -> InterconnectSetup {
         self.cfg.handshake_timeout = timeout.clamp(Duration::from_millis(1), FOREVER);
         self

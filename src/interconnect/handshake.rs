@@ -205,8 +205,11 @@ pub(crate) fn connect(node: &Arc<NodeShared>, s: &Arc<Session>) -> Result<Fallou
         if node.is_stopping() {
             return Err(fresh(HandshakeError::Stopping));
         }
-        if matches!(st.conn, super::session::Conn::Connected { .. }) || st.accepting.is_some() {
-            // An incoming handshake won, or is under way: give way to it.
+        if matches!(st.conn, super::session::Conn::Connected { .. })
+            || st.accepting.is_some()
+            || st.proving > 0
+        {
+            // An incoming handshake won, or is under way (or being proven): give way to it.
             return Err(fresh(HandshakeError::Simultaneous));
         }
         st.attempts += 1;

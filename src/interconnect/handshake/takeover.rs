@@ -86,10 +86,12 @@ pub(super) fn accept_verified(
     encrypted: bool,
 ) -> Result<(), HandshakeError> {
     let (established, self_id) = {
-        let st = s.state.lock();
+        let mut st = s.state.lock();
         new_session_gate(node, s, &st, peer_session, false)?;
+        st.proving += 1;
         (st.established, st.self_id)
     };
+    let _proving = Proving(s);
     // An established session ends if the peer proves itself: the new one's id is promised
     // now.
     let promised = if established {
@@ -116,6 +118,19 @@ pub(super) fn accept_verified(
     let (token, self_id, fallout) = claim_new(node, s, peer_session, seen)?;
     fallout.deliver(node, s.peer);
     install_accepted(node, s, Ok(stream), (token, self_id), Some(peer_session), 0)
+}
+
+/// A new session being proven (`State::proving`) until this drops: meanwhile our own
+/// connect to the peer gives way, so that it takes no new session id and the peer, which
+/// installs its side once it sent its proof, finds the session it was promised. It gives
+/// the peer no hold on the session: a handshake that never proves itself only delays our
+/// connects until it fails (its deadline).
+struct Proving<'a>(&'a Session);
+
+impl Drop for Proving<'_> {
+    fn drop(&mut self) {
+        self.0.state.lock().proving -= 1;
+    }
 }
 
 pub(super) fn accept_resume(

@@ -74,6 +74,9 @@ pub(crate) struct State {
     pub(crate) connecting: Option<u64>,
     /// An incoming handshake in progress.
     pub(crate) accepting: Option<u64>,
+    /// Incoming new-session handshakes waiting for the peer's proof (secret or TLS): our
+    /// own connect gives way meanwhile (`handshake/takeover.rs`).
+    pub(crate) proving: u32,
     /// Since when the session has wanted a connection and had none.
     pub(crate) disconnected_since: Option<Instant>,
     pub(crate) driver_started: bool,
@@ -177,6 +180,7 @@ impl Session {
                 attempts: 0,
                 connecting: None,
                 accepting: None,
+                proving: 0,
                 disconnected_since: None,
                 driver_started: false,
                 driver_waiting: false,

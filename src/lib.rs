@@ -109,6 +109,12 @@
 //!   It adds `crc32c`, `prost`, `postcard` (the default event codec), `hmac`, `sha2` and
 //!   `getrandom` (the handshake's shared-secret proof); build with
 //!   `default-features = false` to keep the core's small dependency set.
+//! - `tls` (off by default; implies `interconnect`): TLS on the interconnect's connections
+//!   as YDB runs it (`InterconnectSetup::tls`, `TlsSetup`, `EncryptionMode`: YDB's
+//!   OPTIONAL / REQUIRED / DISABLED rules, certificates and the cluster's CA from PEM
+//!   files). It adds `rustls` (with the `ring` provider, which a C compiler builds) and
+//!   `rustls-webpki`. Without it a node runs YDB's DISABLED mode: a peer that requires TLS
+//!   is refused.
 
 // `unsafe` lives in two modules, each allowing it for itself: the message's thin node
 // (`message::node`) and the demand (`dispatcher::demand`); their tests run under miri.

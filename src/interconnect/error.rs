@@ -69,7 +69,9 @@ pub enum HandshakeError {
         /// The peer's cluster id.
         peer: String,
     },
-    /// The shared-secret proof is missing or wrong (or its nonce was seen before).
+    /// The shared-secret proof is missing or wrong: a request's, a reply's, or the answer
+    /// to this node's challenge (a recorded handshake replayed, a resume by a node without
+    /// the secret).
     #[error("the shared-secret proof is missing or wrong")]
     BadSecret,
     /// Something the protocol requires is missing or has another value (protocol version,
@@ -87,6 +89,12 @@ pub enum HandshakeError {
     /// connection wins).
     #[error("simultaneous connect: the other connection wins")]
     Simultaneous,
+    /// TLS (feature `tls`): the modes of the two sides do not agree (YDB's rules, see
+    /// `EncryptionMode`), or the TLS handshake failed (a
+    /// certificate not signed by the cluster's CA, or not for the host name the name
+    /// service gives the peer). Permanent, as in YDB.
+    #[error("TLS: {0}")]
+    Tls(String),
     /// The handshake did not complete in time.
     #[error("the handshake timed out")]
     Timeout,

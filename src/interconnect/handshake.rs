@@ -1,5 +1,5 @@
-//! The handshake, both sides (`YDB_WIRE.md` §2.2, §1.1–1.4, §3.4), for peers without TLS,
-//! XDC or XXH3.
+//! The handshake, both sides (`YDB_WIRE.md` §2.2, §1.1–1.4, §3.4), for peers without XDC
+//! or XXH3; TLS (feature `tls`) after it, by YDB's rules (`encryption.rs`, `tls.rs`).
 //!
 //! Connecting side:
 //! 1. TCP connect to the name service's address of the peer; mark "connecting" (token).
@@ -9,7 +9,7 @@
 //!    `SessionMismatch` (our session ends, a new one starts). Done: no ExBlocks.
 //! 4. New session: send a `THandshakeRequest` in an ExBlock (with our nonce and secret
 //!    proof in its params), read the `THandshakeReply`, check it (cluster ids, modern
-//!    frame, no TLS/XDC/XXH3, the peer's proof), take the peer's session id from it.
+//!    frame, no XDC/XXH3, the peer's proof, TLS by the modes), take the peer's session id.
 //! 5. Install the connection if our token is still the session's (an incoming handshake
 //!    may have won meanwhile: `Simultaneous`).
 //!
@@ -17,17 +17,28 @@
 //! 1. Read the initial packet; the claimed node must be in the name service.
 //! 2. Resume: both ids must be the session's, else reply all-zero ids (the peer then
 //!    starts a new session). New session: reply all-zero ids, read and check the request
-//!    (receiver node, host names, cluster ids, protocol, secret proof and nonce freshness);
+//!    (receiver node, host names, cluster ids, protocol, secret proof, TLS mode);
 //!    a refusal is sent as `ErrorExplaination`, logged and kept in the node's refusals.
 //! 3. Simultaneous connects: if our own outgoing handshake is under way and the peer's node
 //!    id is higher, the lower id's (ours) wins: this connection is closed without a reply
-//!    (a transient failure for the peer). Otherwise ours is abandoned.
+//!    (a transient failure for the peer). Otherwise ours is abandoned. A peer that proved
+//!    itself (secret or TLS) is checked again only after it installed its side: then ours
+//!    gives way, since refusing would end the session it holds (`handshake/takeover.rs`).
 //! 4. A new-session request while we hold an established session with that peer: if it
 //!    names the peer session we already know, it is a connect of the peer's that lost a
 //!    simultaneous-connect race (refused quietly); otherwise the peer lost our session (it
 //!    restarted), so ours ends (`PeerRestarted`) and a new one starts.
 //! 5. Reply (initial packet for a resume, `THandshakeSuccess` for a new session), then
 //!    install if no other handshake took over meanwhile.
+//!
+//! With a shared secret both sides also run the challenge of `challenge.rs`: one more
+//! frame after the reply for a new session, a nonce and a challenge around the initial
+//! packets of a resume. With TLS (a new session whose modes chose it, or a resume of a
+//! session that runs it) both sides then run the TLS handshake on the socket, the lower
+//! node id as the server. In either case the accepting side changes nothing of the session
+//! (steps 3–4, ending a session included) until the peer has answered its nonce and
+//! completed TLS with a certificate for its host; without either, it takes the session
+//! before its reply, as YDB does.
 //!
 //! Races: the token checks in step 5 of both sides (under the session lock) make the last
 //! decision; a connection that loses is dropped, which the peer sees as a broken
@@ -41,10 +52,18 @@ use std::time::{Duration, Instant};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
+mod takeover;
+
+use takeover::{accept_resume, accept_verified, claim_new};
+
+use super::admission::INITIAL_PACKET_DEADLINE;
+use super::challenge;
+use super::encryption;
 use super::error::HandshakeError;
 use super::node::NodeShared;
 use super::session::{Fallout, Session};
 use super::stats::Refusal;
+use super::stream::IcStream;
 use super::wire::{
     ClusterUuids, ExBlock, HandshakeReply, HandshakeRequest, HandshakeSuccess, InitialPacket,
     KeyValuePair, PROTOCOL_VERSION,
@@ -64,12 +83,7 @@ struct Conn {
 
 impl Conn {
     fn remaining(&self) -> Result<Duration, HandshakeError> {
-        let left = self.deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            Err(HandshakeError::Timeout)
-        } else {
-            Ok(left)
-        }
+        remaining(self.deadline)
     }
 
     fn send(&mut self, bytes: &[u8]) -> Result<(), HandshakeError> {
@@ -84,24 +98,14 @@ impl Conn {
 
     fn read_exact(&mut self, n: usize) -> Result<Vec<u8>, HandshakeError> {
         let mut buf = vec![0u8; n];
-        let mut at = 0;
-        while at < n {
-            let left = self.remaining()?;
-            self.stream
+        let deadline = self.deadline;
+        let stream = &self.stream;
+        read_full(&mut &self.stream, &mut buf, || {
+            let left = remaining(deadline)?;
+            stream
                 .set_read_timeout(Some(left))
-                .map_err(|e| HandshakeError::io(&e))?;
-            match self.stream.read(&mut buf[at..]) {
-                Ok(0) => {
-                    return Err(HandshakeError::Io(
-                        std::io::ErrorKind::UnexpectedEof,
-                        "closed during the handshake".into(),
-                    ))
-                }
-                Ok(k) => at += k,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(HandshakeError::io(&e)),
-            }
-        }
+                .map_err(|e| HandshakeError::io(&e))
+        })?;
         Ok(buf)
     }
 
@@ -123,6 +127,41 @@ impl Conn {
         bytes.extend(self.read_exact(size)?);
         Ok(ExBlock::decode(&bytes)?.0.payload)
     }
+}
+
+/// The time left until `deadline`, or `Timeout`.
+fn remaining(deadline: Instant) -> Result<Duration, HandshakeError> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        Err(HandshakeError::Timeout)
+    } else {
+        Ok(left)
+    }
+}
+
+/// Fills `buf` from `r`, calling `before` ahead of every read (the deadline's timeout). A
+/// read interrupted by a signal (`EINTR`) is retried: it is no failure of the peer.
+fn read_full(
+    r: &mut impl Read,
+    buf: &mut [u8],
+    mut before: impl FnMut() -> Result<(), HandshakeError>,
+) -> Result<(), HandshakeError> {
+    let mut at = 0;
+    while at < buf.len() {
+        before()?;
+        match r.read(&mut buf[at..]) {
+            Ok(0) => {
+                return Err(HandshakeError::Io(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "closed during the handshake".into(),
+                ))
+            }
+            Ok(k) => at += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(HandshakeError::io(&e)),
+        }
+    }
+    Ok(())
 }
 
 fn resolve(address: &str, port: u16) -> Result<SocketAddr, HandshakeError> {
@@ -166,8 +205,11 @@ pub(crate) fn connect(node: &Arc<NodeShared>, s: &Arc<Session>) -> Result<Fallou
         if node.is_stopping() {
             return Err(fresh(HandshakeError::Stopping));
         }
-        if matches!(st.conn, super::session::Conn::Connected { .. }) || st.accepting.is_some() {
-            // An incoming handshake won, or is under way: give way to it.
+        if matches!(st.conn, super::session::Conn::Connected { .. })
+            || st.accepting.is_some()
+            || st.proving > 0
+        {
+            // An incoming handshake won, or is under way (or being proven): give way to it.
             return Err(fresh(HandshakeError::Simultaneous));
         }
         st.attempts += 1;
@@ -211,7 +253,13 @@ fn connect_on(
             version: PROTOCOL_VERSION,
         }
     };
-    c.send(&hello.encode())?;
+    let secret = node.secret();
+    let ni = node.random_bytes();
+    let mut first = hello.encode();
+    if secret.is_some() && !peer_id.is_empty() {
+        first.extend(challenge::nonce_frame(&ni));
+    }
+    c.send(&first)?;
     let reply = c.read_initial()?;
     if reply.version != PROTOCOL_VERSION {
         return Err(HandshakeError::Incompatible(format!(
@@ -223,10 +271,19 @@ fn connect_on(
         if reply.self_virtual_id != peer_id || reply.peer_virtual_id != self_id {
             return Err(HandshakeError::SessionMismatch(self_id));
         }
-        return finish(node, s, c.stream, token, self_id, None, reply.next_packet);
+        if let Some(secret) = secret {
+            let payload = c.read_exblock()?;
+            let nr = challenge::check_resume_challenge(secret, &ni, &payload, &hello, &reply)?;
+            let tag = challenge::resume_confirm(secret, &ni, &nr, &hello, &reply);
+            c.send(&challenge::proof_frame(tag))?;
+        }
+        // A resumed connection runs TLS if its session does (YDB keeps the session's
+        // params).
+        let encrypted = s.state.lock().encrypted;
+        let stream = secure(node, s.peer, c.stream, encrypted, c.deadline)?;
+        return finish(node, s, stream, token, self_id, None, reply.next_packet);
     }
-    let nonce = node.random_bytes();
-    let request = node.request(s.peer, self_id, &nonce);
+    let request = node.request(s.peer, self_id, &ni);
     c.send(&ExBlock::new(request.encode()).encode())?;
     let bytes = c.read_exblock()?;
     let (reply, _) = HandshakeReply::decode(&bytes)?;
@@ -236,14 +293,21 @@ fn connect_on(
     let success = reply
         .success
         .ok_or_else(|| HandshakeError::Incompatible("empty reply".into()))?;
-    let peer = node.check_success(s.peer, &success, &nonce)?;
-    finish(node, s, c.stream, token, self_id, Some(peer), 0)
+    let (peer, nr) = node.check_success(s.peer, &success, &ni)?;
+    let encrypted =
+        encryption::initiator_decides(node.encryption_mode(), success.start_encryption)?;
+    if let Some(secret) = secret {
+        let tag = challenge::new_session_confirm(secret, &ni, &nr, self_id, peer);
+        c.send(&challenge::proof_frame(tag))?;
+    }
+    let stream = secure(node, s.peer, c.stream, encrypted, c.deadline)?;
+    finish(node, s, stream, token, self_id, Some(peer), 0)
 }
 
 fn finish(
     node: &Arc<NodeShared>,
     s: &Arc<Session>,
-    stream: TcpStream,
+    stream: IcStream,
     token: u64,
     self_id: ActorId,
     new_peer: Option<ActorId>,
@@ -264,12 +328,15 @@ fn finish(
 pub(crate) fn accept(node: &Arc<NodeShared>, stream: TcpStream) {
     let peer_addr = stream.peer_addr().ok();
     let _ = stream.set_nodelay(true);
+    let now = Instant::now();
+    let deadline = now + node.cfg.handshake_timeout.mul_f32(0.9);
+    // The initial packet comes at once from a node that connects (`admission.rs`).
     let mut c = Conn {
         stream,
-        deadline: Instant::now() + node.cfg.handshake_timeout.mul_f32(0.9),
+        deadline: deadline.min(now + INITIAL_PACKET_DEADLINE),
     };
     let mut claimed = 0;
-    if let Err(reason) = accept_on(node, &mut c, &mut claimed) {
+    if let Err(reason) = accept_on(node, &mut c, deadline, &mut claimed) {
         let quiet = matches!(
             reason,
             HandshakeError::Simultaneous
@@ -290,9 +357,11 @@ pub(crate) fn accept(node: &Arc<NodeShared>, stream: TcpStream) {
 fn accept_on(
     node: &Arc<NodeShared>,
     c: &mut Conn,
+    deadline: Instant,
     claimed: &mut u32,
 ) -> Result<(), HandshakeError> {
     let hello = c.read_initial()?;
+    c.deadline = deadline;
     if hello.version != PROTOCOL_VERSION {
         return Err(HandshakeError::Incompatible(format!(
             "initial packet version {} (no XDC here)",
@@ -319,56 +388,75 @@ fn accept_on(
     c.send(&InitialPacket::empty_reply().encode())?;
     let bytes = c.read_exblock()?;
     let (request, _) = HandshakeRequest::decode(&bytes)?;
-    let (peer_session, nonce) = match node.check_request(peer_node, &request) {
+    let (peer_session, ni) = match node.check_request(peer_node, &request) {
         Ok(v) => v,
         Err(e) => {
             refuse(c, &e);
             return Err(e);
         }
     };
-    let (token, self_id, fallout) = {
-        let mut st = s.state.lock();
-        if node.is_stopping() {
-            return Err(HandshakeError::Stopping);
-        }
-        if st.connecting.is_some() && peer_node > node.node_id {
-            return Err(HandshakeError::Simultaneous);
-        }
-        if st.established && peer_session == st.peer_id {
-            // The peer's own session, asked for again: a connect of its that lost a race
-            // with ours (it was under way when the peer accepted our connection), not a
-            // restart. Refused quietly; the session goes on.
-            return Err(HandshakeError::Simultaneous);
-        }
-        let fallout = if st.established {
-            s.terminate(node, &mut st, super::error::SessionError::PeerRestarted)
-        } else {
-            Fallout::default()
+    let encrypted =
+        match encryption::responder_decides(node.encryption_mode(), request.require_encryption) {
+            Ok(tls) => tls,
+            Err(e) => {
+                refuse(c, &e);
+                return Err(e);
+            }
         };
-        st.attempts += 1;
-        let token = st.attempts;
-        st.accepting = Some(token);
-        st.connecting = None;
-        (token, st.self_id, fallout)
-    };
+    if node.secret().is_some() || encrypted {
+        return accept_verified(node, &s, c, peer_session, &ni, encrypted);
+    }
+    let (token, self_id, fallout) = claim_new(node, &s, peer_session, None)?;
     fallout.deliver(node, peer_node);
-    let success = node.success(self_id, &nonce);
+    let success = node.success(self_id, &ni, &[]);
     let reply = HandshakeReply {
         success: Some(success),
         ..Default::default()
     };
     let sent = c.send(&ExBlock::new(reply.encode()).encode());
-    install_accepted(node, &s, c, sent, (token, self_id), Some(peer_session), 0)
+    let stream = sent.and_then(|()| plain(c));
+    install_accepted(node, &s, stream, (token, self_id), Some(peer_session), 0)
 }
 
-/// Step 5 of the accepting side: the reply went out (`sent`); the connection is installed
-/// if the handshake `(token, self_id)` still owns the session (with the peer's session id
-/// for a new session, and the peer's confirm `peer_next`).
+/// A second handle on the handshake's socket, for the session.
+fn plain(c: &Conn) -> Result<IcStream, HandshakeError> {
+    c.stream
+        .try_clone()
+        .map(IcStream::Plain)
+        .map_err(|e| HandshakeError::io(&e))
+}
+
+/// The session's stream on `sock`: TLS with `peer` if `encrypted` (the lower node id is
+/// the TLS server), else the socket itself.
+fn secure(
+    node: &NodeShared,
+    peer: u32,
+    sock: TcpStream,
+    encrypted: bool,
+    deadline: Instant,
+) -> Result<IcStream, HandshakeError> {
+    if !encrypted {
+        return Ok(IcStream::Plain(sock));
+    }
+    #[cfg(feature = "tls")]
+    if let Some(t) = &node.tls {
+        let host = node.names.get(peer).map_or("", |a| a.host.as_str());
+        let server = node.node_id < peer;
+        let tls = super::tls::establish(&t.context, server, host, sock, deadline)?;
+        return Ok(IcStream::Tls(Box::new(tls)));
+    }
+    let _ = (node, peer, sock, deadline);
+    Err(HandshakeError::Tls("this node has no TLS setup".into()))
+}
+
+/// Step 5 of the accepting side: the reply went out (`stream` is the connection, or why
+/// the handshake failed on its last steps); the connection is installed if the handshake
+/// `(token, self_id)` still owns the session (with the peer's session id for a new
+/// session, and the peer's confirm `peer_next`).
 fn install_accepted(
     node: &Arc<NodeShared>,
     s: &Arc<Session>,
-    c: &Conn,
-    sent: Result<(), HandshakeError>,
+    stream: Result<IcStream, HandshakeError>,
     (token, self_id): (u64, ActorId),
     peer_session: Option<ActorId>,
     peer_next: u64,
@@ -377,7 +465,6 @@ fn install_accepted(
     if st.accepting != Some(token) || st.self_id != self_id {
         return Err(HandshakeError::Simultaneous);
     }
-    let stream = sent.and_then(|()| c.stream.try_clone().map_err(|e| HandshakeError::io(&e)));
     let stream = match stream {
         Ok(stream) => stream,
         Err(e) => {
@@ -392,48 +479,6 @@ fn install_accepted(
     drop(st);
     fallout.deliver(node, s.peer);
     Ok(())
-}
-
-fn accept_resume(
-    node: &Arc<NodeShared>,
-    s: &Arc<Session>,
-    c: &mut Conn,
-    hello: &InitialPacket,
-) -> Result<(), HandshakeError> {
-    let peer_node = s.peer;
-    let decision = {
-        let mut st = s.state.lock();
-        if node.is_stopping() {
-            return Err(HandshakeError::Stopping);
-        }
-        let ours = st.established
-            && hello.peer_virtual_id == st.self_id
-            && hello.self_virtual_id == st.peer_id;
-        if !ours {
-            None
-        } else if st.connecting.is_some() && peer_node > node.node_id {
-            return Err(HandshakeError::Simultaneous);
-        } else {
-            st.attempts += 1;
-            let token = st.attempts;
-            st.accepting = Some(token);
-            st.connecting = None;
-            Some((token, st.self_id, st.peer_id))
-        }
-    };
-    let Some((token, self_id, peer_id)) = decision else {
-        c.send(&InitialPacket::empty_reply().encode())?;
-        return Err(HandshakeError::SessionMismatch(hello.peer_virtual_id));
-    };
-    let next = s.confirm();
-    let reply = InitialPacket {
-        self_virtual_id: self_id,
-        peer_virtual_id: peer_id,
-        next_packet: next,
-        version: PROTOCOL_VERSION,
-    };
-    let sent = c.send(&reply.encode());
-    install_accepted(node, s, c, sent, (token, self_id), None, hello.next_packet)
 }
 
 /// Sends a refusal with its reason (`ErrorExplaination`); best effort.
@@ -521,9 +566,6 @@ pub(crate) fn check_success_flags(success: &HandshakeSuccess) -> Result<(), Hand
             "the peer does not use the modern frame and extended trace format".into(),
         ));
     }
-    if success.start_encryption == Some(true) {
-        return Err(HandshakeError::Incompatible("the peer starts TLS".into()));
-    }
     if success.use_external_data_channel == Some(true) {
         return Err(HandshakeError::Incompatible("the peer uses XDC".into()));
     }
@@ -532,3 +574,6 @@ pub(crate) fn check_success_flags(success: &HandshakeSuccess) -> Result<(), Hand
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;

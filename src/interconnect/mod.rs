@@ -35,7 +35,10 @@
 //!
 //! A whole two-node exchange is on [`Interconnect`].
 
+mod admission;
+mod challenge;
 mod codec;
+mod encryption;
 mod error;
 mod events;
 mod handshake;
@@ -44,12 +47,19 @@ mod node;
 mod session;
 mod setup;
 mod stats;
+mod stream;
+#[cfg(feature = "tls")]
+mod tls;
 pub mod wire;
 
 pub use codec::{CodecError, Empty, EventCodec, Protobuf, RemoteEvent, Serde, UndeliveredCodec};
+#[cfg(feature = "tls")]
+pub use encryption::EncryptionMode;
 pub use error::{HandshakeError, InterconnectError, SessionError};
 pub use events::{NodeConnected, NodeDisconnected, Subscribe, Unsubscribe};
 pub use names::{NameService, NodeAddress};
 pub use node::Interconnect;
 pub use setup::InterconnectSetup;
 pub use stats::{Refusal, SessionStats};
+#[cfg(feature = "tls")]
+pub use tls::{TlsError, TlsSetup};

@@ -4,13 +4,16 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
 
+use super::admission::Admission;
+use super::challenge::NONCE_LEN;
 use super::codec::Codecs;
+use super::encryption::{self, EncryptionMode};
 use super::error::{HandshakeError, InterconnectError};
 use super::events::{Subscribe, Unsubscribe};
 use super::handshake::{self, cluster_accepts, param, proof, verify_proof, NONCE, PROOF};
@@ -27,10 +30,6 @@ use crate::stats::{Quantity, StatsSource};
 
 /// How many refusals [`Interconnect::refusals`] keeps.
 const REFUSALS_KEPT: usize = 64;
-/// How many recent request nonces are remembered (a repeated one is refused).
-const NONCES_KEPT: usize = 4096;
-/// How many incoming handshakes may run at once; more connections are closed at once.
-const MAX_HANDSHAKES: usize = 64;
 
 /// What every thread of a node shares.
 pub(crate) struct NodeShared {
@@ -42,6 +41,8 @@ pub(crate) struct NodeShared {
     cluster_uuid: Option<String>,
     accept_uuids: Vec<String>,
     secret: Option<Vec<u8>>,
+    #[cfg(feature = "tls")]
+    pub(crate) tls: Option<super::TlsSetup>,
     sessions: BTreeMap<u32, Arc<Session>>,
     local_addr: SocketAddr,
     epoch: Instant,
@@ -49,19 +50,31 @@ pub(crate) struct NodeShared {
     start_time: u64,
     stopping: AtomicBool,
     next_session: AtomicU64,
-    handshakes: AtomicUsize,
+    /// Which incoming connections may run a handshake now (`admission.rs`).
+    admission: Arc<Admission>,
     refusals: Mutex<VecDeque<Refusal>>,
-    nonces: Mutex<RecentNonces>,
     /// The sessions' figures for the environment's stats controller (held weakly there).
     stats_source: Arc<dyn StatsSource>,
 }
 
-/// The request nonces seen lately, in arrival order and as a set.
-type RecentNonces = (VecDeque<Vec<u8>>, ahash::AHashSet<Vec<u8>>);
-
 impl NodeShared {
     pub(crate) fn is_stopping(&self) -> bool {
         self.stopping.load(Ordering::Acquire)
+    }
+
+    /// When this node runs TLS (DISABLED without a TLS setup).
+    pub(crate) fn encryption_mode(&self) -> EncryptionMode {
+        #[cfg(feature = "tls")]
+        if let Some(t) = &self.tls {
+            return t.mode;
+        }
+        EncryptionMode::Disabled
+    }
+
+    /// The cluster's shared secret, if it has one (the handshake then runs the challenge
+    /// of `challenge.rs`).
+    pub(crate) fn secret(&self) -> Option<&[u8]> {
+        self.secret.as_deref()
     }
 
     /// Nanoseconds since the node started (ping stamps, silence).
@@ -164,6 +177,7 @@ impl NodeShared {
             request_extended_trace_fmt: Some(true),
             request_external_data_channel: Some(false),
             request_xxhash: Some(false),
+            require_encryption: encryption::request_field(self.encryption_mode()),
             params,
             ..Default::default()
         }
@@ -233,11 +247,6 @@ impl NodeShared {
         if r.request_modern_frame != Some(true) || r.request_extended_trace_fmt != Some(true) {
             return Err(HandshakeError::Incompatible("obsolete peer version".into()));
         }
-        if r.require_encryption == Some(true) {
-            return Err(HandshakeError::Incompatible(
-                "the peer requires TLS, which this node does not offer".into(),
-            ));
-        }
         if r.do_check_cookie.is_some() {
             return Err(HandshakeError::Incompatible(
                 "cookie checks are not supported".into(),
@@ -255,41 +264,32 @@ impl NodeShared {
                 r.sender_actor_id.as_bytes(),
                 &to,
             ];
-            if nonce.len() != 32 || !verify_proof(secret, &parts, tag) || !self.fresh(&nonce) {
+            // No proof of freshness (a recorded request passes): the challenge is
+            // (`challenge.rs`), before anything of the session changes.
+            if nonce.len() != NONCE_LEN || !verify_proof(secret, &parts, tag) {
                 return Err(HandshakeError::BadSecret);
             }
         }
         Ok((session, nonce))
     }
 
-    /// Remembers a request nonce; false if it was seen recently (a replay).
-    fn fresh(&self, nonce: &[u8]) -> bool {
-        let mut g = self.nonces.lock();
-        let (order, seen) = &mut *g;
-        if !seen.insert(nonce.to_vec()) {
-            return false;
-        }
-        order.push_back(nonce.to_vec());
-        if order.len() > NONCES_KEPT {
-            if let Some(old) = order.pop_front() {
-                seen.remove(&old);
-            }
-        }
-        true
-    }
-
-    /// Our `THandshakeSuccess` for session `self_id` (accepting side).
-    pub(crate) fn success(&self, self_id: ActorId, peer_nonce: &[u8]) -> HandshakeSuccess {
+    /// Our `THandshakeSuccess` for session `self_id` (accepting side), with our `nonce`
+    /// (the challenge the peer answers, if the cluster has a secret).
+    pub(crate) fn success(
+        &self,
+        self_id: ActorId,
+        peer_nonce: &[u8],
+        nonce: &[u8],
+    ) -> HandshakeSuccess {
         let sender_actor_id = self_id.to_string();
         let mut params = Vec::new();
         if let Some(secret) = &self.secret {
-            let nonce = self.random_bytes();
             let tag = proof(
                 secret,
                 &[
                     b"agentbox-ic-reply",
                     peer_nonce,
-                    &nonce,
+                    nonce,
                     sender_actor_id.as_bytes(),
                 ],
             );
@@ -313,13 +313,14 @@ impl NodeShared {
         }
     }
 
-    /// Checks a success from `peer` (connecting side); returns the peer's session id.
+    /// Checks a success from `peer` (connecting side); returns the peer's session id and
+    /// its nonce (empty without a secret).
     pub(crate) fn check_success(
         &self,
         peer: u32,
         s: &HandshakeSuccess,
         our_nonce: &[u8],
-    ) -> Result<ActorId, HandshakeError> {
+    ) -> Result<(ActorId, Vec<u8>), HandshakeError> {
         handshake::check_success_flags(s)?;
         if !cluster_accepts(
             self.cluster_uuid.as_deref(),
@@ -348,11 +349,12 @@ impl NodeShared {
                 nonce,
                 s.sender_actor_id.as_bytes(),
             ];
-            if !verify_proof(secret, &parts, tag) {
+            if nonce.len() != NONCE_LEN || !verify_proof(secret, &parts, tag) {
                 return Err(HandshakeError::BadSecret);
             }
+            return Ok((session, nonce.to_vec()));
         }
-        Ok(session)
+        Ok((session, Vec::new()))
     }
 
     /// Takes an event for `peer` (the remote router's path): encodes it here, on the
@@ -555,7 +557,13 @@ fn shutdown(node: &Arc<NodeShared>) {
 ///   [`NodeConnected`](super::NodeConnected) when the session is up and
 ///   [`NodeDisconnected`](super::NodeDisconnected) when it ends.
 /// - **Who may join**: nodes of the name service only, with matching host names, cluster
-///   ids and (if set) the shared secret; a refused peer gets nothing delivered.
+///   ids and (if set) the shared secret, proven afresh in every handshake, resumes
+///   included; a refused peer gets nothing delivered. Incoming handshakes are admitted
+///   fairly: the name service's addresses have slots of their own, any other address a
+///   few, and a connection that sends nothing is closed within a second.
+/// - **TLS** (feature `tls`, `InterconnectSetup::tls`): YDB's modes decide per session;
+///   both sides' certificates are checked against the cluster's CA and the name service's
+///   host names, and a session with TLS is taken over only by a peer that completed TLS.
 /// - An event type without a codec, or an event over the size limit, is not delivered
 ///   (reason `NotSerializable`); the session goes on.
 /// - Bodies in YDB's extended `TEventPB` format (descriptor flag `0x20`) reach the handler
@@ -664,6 +672,8 @@ impl Interconnect {
                 cluster_uuid: setup.cluster_uuid.clone(),
                 accept_uuids: setup.accept_uuids.clone(),
                 secret: setup.secret.clone(),
+                #[cfg(feature = "tls")]
+                tls: setup.tls.clone(),
                 sessions: BTreeMap::new(),
                 local_addr,
                 epoch: Instant::now(),
@@ -671,9 +681,8 @@ impl Interconnect {
                 start_time,
                 stopping: AtomicBool::new(false),
                 next_session: AtomicU64::new(0),
-                handshakes: AtomicUsize::new(0),
+                admission: Arc::new(Admission::new(&setup.names)),
                 refusals: Mutex::new(VecDeque::new()),
-                nonces: Mutex::new(Default::default()),
                 stats_source: Arc::new(IcStatsSource(me.clone())),
             };
             let first = ((start_time / 1_000_000) << 32) | (n.random_u64() & 0x7FFF_FFFF);
@@ -723,6 +732,12 @@ impl Interconnect {
                 source,
             })?;
         Ok(Interconnect { node })
+    }
+
+    /// The node's shared core (unit tests of the handshake).
+    #[cfg(test)]
+    pub(crate) fn shared(&self) -> &Arc<NodeShared> {
+        &self.node
     }
 
     /// This node's id.
@@ -789,21 +804,24 @@ fn listen(node: &Arc<NodeShared>, listener: TcpListener) {
                 continue;
             }
         };
-        // Handshakes run before anything is known of the peer: at most so many at once.
-        if node.handshakes.fetch_add(1, Ordering::AcqRel) >= MAX_HANDSHAKES {
-            node.handshakes.fetch_sub(1, Ordering::AcqRel);
+        // Handshakes run before anything is known of the peer: at most so many at once,
+        // fairly shared by source address (`admission.rs`).
+        let Some(ticket) = stream
+            .peer_addr()
+            .ok()
+            .and_then(|a| node.admission.admit(a))
+        else {
             drop(stream);
             continue;
-        }
+        };
         let n = node.clone();
         let spawned = std::thread::Builder::new()
             .name(format!("ic{}-accept", node.node_id))
             .spawn(move || {
                 handshake::accept(&n, stream);
-                n.handshakes.fetch_sub(1, Ordering::AcqRel);
+                drop(ticket);
             });
         if let Err(e) = spawned {
-            node.handshakes.fetch_sub(1, Ordering::AcqRel);
             tracing::error!(error = %e, "interconnect: cannot start a handshake thread");
         }
     }

@@ -40,6 +40,8 @@ pub struct InterconnectSetup {
     pub(crate) secret: Option<Vec<u8>>,
     pub(crate) codecs: Codecs,
     pub(crate) cfg: Config,
+    #[cfg(feature = "tls")]
+    pub(crate) tls: Option<super::TlsSetup>,
 }
 
 /// A session's timers and limits (see the setters of [`InterconnectSetup`]).
@@ -69,6 +71,8 @@ impl InterconnectSetup {
             accept_uuids: Vec::new(),
             secret: None,
             codecs: Codecs::with_system_events(),
+            #[cfg(feature = "tls")]
+            tls: None,
             cfg: Config {
                 ping_period: Duration::from_secs(3),
                 dead_peer_timeout: Duration::from_secs(10),
@@ -110,12 +114,39 @@ impl InterconnectSetup {
         self
     }
 
-    /// A secret every node of the cluster shares: each handshake then carries an
-    /// HMAC-SHA256 proof over both sides' nonces, in the handshake's key/value params
-    /// (which YDB nodes ignore). A peer without the proof, or with a wrong one, is refused;
-    /// so is a reply without it.
+    /// A secret every node of the cluster shares. Each side of every handshake, new
+    /// session or resume, then proves it holds the secret with an HMAC-SHA256 over a nonce
+    /// the other side has just drawn (a challenge), so a recorded handshake, replayed
+    /// later (after a restart too), or a resume with session ids read off the wire is
+    /// refused ([`HandshakeError::BadSecret`](super::HandshakeError::BadSecret)) before the
+    /// session changes or any of its data is read. A peer without the proof, or with a
+    /// wrong one, is refused; so is a reply without it.
+    ///
+    /// The proofs travel in the handshake's key/value params and in frames of agentbox's
+    /// own, so every node of such a cluster must be an agentbox node with the secret; YDB
+    /// nodes take part only in a cluster without one. The secret does not hide the
+    /// traffic: a reader of the wire still reads the events.
     pub fn secret(mut self, secret: impl AsRef<[u8]>) -> InterconnectSetup {
         self.secret = Some(secret.as_ref().to_vec());
+        self
+    }
+
+    /// TLS on this node's connections (feature `tls`), with `setup`'s mode, certificate,
+    /// key and CA. Without it a node runs no TLS (YDB's DISABLED mode): a peer that requires
+    /// TLS is refused.
+    ///
+    /// The modes follow YDB's rules ([`EncryptionMode`](super::EncryptionMode)): a new
+    /// session runs TLS when one side requires it and the other allows it, or both allow
+    /// it; it starts on the socket right after the handshake's last frame, and a resumed
+    /// connection runs it again right after the initial packets. Each side checks that the
+    /// other's certificate is signed by the CA and is for the host name the name service
+    /// gives the peer; a failure refuses the peer for good
+    /// ([`HandshakeError::Tls`](super::HandshakeError::Tls)). A session with TLS is only
+    /// taken over (by a resume or a new session) by a peer that completed the TLS
+    /// handshake, so session ids read off the wire are worth nothing.
+    #[cfg(feature = "tls")]
+    pub fn tls(mut self, setup: super::TlsSetup) -> InterconnectSetup {
+        self.tls = Some(setup);
         self
     }
 
@@ -140,7 +171,9 @@ impl InterconnectSetup {
         self
     }
 
-    /// How long a handshake may take (default 5 s).
+    /// How long a handshake may take (default 5 s; an incoming one gets 90% of it, and its
+    /// first packet must come within 1 s, or this if shorter: see the interconnect's
+    /// admission rules on [`Interconnect`](super::Interconnect)).
     pub fn handshake_timeout(mut self, timeout: Duration) -> InterconnectSetup {
         self.cfg.handshake_timeout = timeout.clamp(Duration::from_millis(1), FOREVER);
         self

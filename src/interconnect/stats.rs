@@ -19,6 +19,8 @@ pub struct SessionStats {
     pub peer_session_id: ActorId,
     /// Whether a connection is up now.
     pub connected: bool,
+    /// Whether the session runs TLS (feature `tls`; decided by its first handshake).
+    pub tls: bool,
     /// Bytes written to the socket (headers, resends and aux packets included).
     pub bytes_out: u64,
     /// Bytes read from the socket.

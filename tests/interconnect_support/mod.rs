@@ -1,7 +1,7 @@
 //! Helpers shared by the `interconnect_*` integration tests: remote event types, nodes on
 //! loopback (listeners bound on port 0 first, the name service built from their ports), an
 //! actor made of closures, a recorder of what actors receive, and a TCP proxy that cuts its
-//! connections.
+//! connections, and one that records them.
 #![allow(dead_code)]
 
 use std::io::{Read, Write};
@@ -479,4 +479,117 @@ fn cut_loop(s: &Arc<ProxyShared>) {
             false
         });
     }
+}
+
+/// Both directions of every connection a [`RecordingProxy`] piped: (client → server,
+/// server → client).
+pub type Recordings = Arc<Mutex<Vec<(Arc<Mutex<Vec<u8>>>, Arc<Mutex<Vec<u8>>>)>>>;
+
+/// A TCP proxy on 127.0.0.1 that pipes connections to `target` and records their bytes.
+pub struct RecordingProxy {
+    pub port: u16,
+    recordings: Recordings,
+}
+
+impl RecordingProxy {
+    pub fn start(target: SocketAddr) -> RecordingProxy {
+        let (listener, port) = bind();
+        let recordings: Recordings = Arc::default();
+        let r = recordings.clone();
+        std::thread::spawn(move || record_loop(&listener, target, &r));
+        RecordingProxy { port, recordings }
+    }
+
+    /// The bytes of connection `k` so far, (client → server, server → client).
+    pub fn recorded(&self, k: usize) -> (Vec<u8>, Vec<u8>) {
+        let all = self.recordings.lock().unwrap();
+        let (up, down) = &all[k];
+        let up = up.lock().unwrap().clone();
+        let down = down.lock().unwrap().clone();
+        (up, down)
+    }
+}
+
+fn record_loop(listener: &TcpListener, target: SocketAddr, recordings: &Recordings) {
+    for conn in listener.incoming() {
+        let Ok(down) = conn else { return };
+        let Ok(up) = TcpStream::connect(target) else {
+            continue;
+        };
+        let (Ok(d2), Ok(u2)) = (down.try_clone(), up.try_clone()) else {
+            continue;
+        };
+        let (to_server, to_client) = (Arc::default(), Arc::default());
+        recordings
+            .lock()
+            .unwrap()
+            .push((Arc::clone(&to_server), Arc::clone(&to_client)));
+        std::thread::spawn(move || pipe_recording(down, up, &to_server));
+        std::thread::spawn(move || pipe_recording(u2, d2, &to_client));
+    }
+}
+
+/// Copies `from` to `to`, recording, until either side ends.
+fn pipe_recording(mut from: TcpStream, mut to: TcpStream, record: &Mutex<Vec<u8>>) {
+    let mut buf = vec![0u8; 64 << 10];
+    while let Ok(n @ 1..) = from.read(&mut buf) {
+        record.lock().unwrap().extend_from_slice(&buf[..n]);
+        if to.write_all(&buf[..n]).is_err() {
+            break;
+        }
+    }
+    let _ = from.shutdown(Shutdown::Both);
+    let _ = to.shutdown(Shutdown::Both);
+}
+
+/// Two nodes (set up by `tune`) send their first events to each other at the same moment,
+/// `rounds` times: both connect at once, and every event arrives with no session ended.
+/// Returns the failed rounds.
+pub fn simultaneous_connects_lose_nothing(
+    rounds: usize,
+    tune: impl Fn(u32, InterconnectSetup) -> InterconnectSetup,
+) -> Vec<String> {
+    const EACH: u64 = 5;
+    let mut failed = Vec::new();
+    for round in 0..rounds {
+        let w = agentbox::WrappedEnv::new(|_| {}).unwrap();
+        let nodes = cluster(w.environment(), &[1, 2], &tune);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let a = nodes[0].system.register(recorder(tx.clone())).unwrap();
+        let b = nodes[1].system.register(recorder(tx)).unwrap();
+        let start = Arc::new(std::sync::Barrier::new(2));
+        let senders: Vec<_> = [(nodes[0].system.clone(), b), (nodes[1].system.clone(), a)]
+            .into_iter()
+            .map(|(system, to)| {
+                let start = start.clone();
+                std::thread::spawn(move || {
+                    start.wait();
+                    for i in 0..EACH {
+                        system.send(to, Ping(i));
+                    }
+                })
+            })
+            .collect();
+        for s in senders {
+            s.join().unwrap();
+        }
+        let mut got = 0;
+        let ended = |n: &Node, peer| n.ic.session_stats(peer).unwrap().sessions_ended > 0;
+        wait_until("all events, or a session's end", || {
+            while rx.try_recv().is_ok() {
+                got += 1;
+            }
+            got == 2 * EACH || ended(&nodes[0], 2) || ended(&nodes[1], 1)
+        });
+        if got != 2 * EACH || ended(&nodes[0], 2) || ended(&nodes[1], 1) {
+            failed.push(format!(
+                "round {round}: {got} of {} events arrived (so far)\n  1->2 {:?}\n  2->1 {:?}",
+                2 * EACH,
+                nodes[0].ic.session_stats(2),
+                nodes[1].ic.session_stats(1)
+            ));
+        }
+        w.stop_then_join().unwrap();
+    }
+    failed
 }

@@ -4,7 +4,6 @@
 //! samples, data packets while the in-flight window allows, and confirms.
 
 use std::io::Write;
-use std::net::TcpStream;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -14,6 +13,7 @@ use super::{Conn, Fallout, SentPacket, Session};
 use crate::interconnect::error::{HandshakeError, SessionError};
 use crate::interconnect::handshake;
 use crate::interconnect::node::NodeShared;
+use crate::interconnect::stream::IcStream;
 use crate::interconnect::wire::Packet;
 
 const MIN_BACKOFF: Duration = Duration::from_millis(10);
@@ -32,7 +32,7 @@ pub(crate) fn spawn_driver(node: Arc<NodeShared>, s: Arc<Session>) {
 }
 
 enum Step {
-    Write(u64, Arc<TcpStream>),
+    Write(u64, Arc<IcStream>),
     Connect,
     Fallout(Fallout),
     Stop,
@@ -123,12 +123,12 @@ fn run(node: &Arc<NodeShared>, s: &Arc<Session>) {
 }
 
 /// Writes to connection `gen` until it is lost or replaced.
-fn write_loop(node: &Arc<NodeShared>, s: &Arc<Session>, gen: u64, stream: &TcpStream) {
+fn write_loop(node: &Arc<NodeShared>, s: &Arc<Session>, gen: u64, stream: &IcStream) {
     let cfg = &node.cfg;
     let mut batch = Vec::with_capacity(BATCH + Packet::HEADER_LEN + Packet::MAX_PAYLOAD);
     let mut resend = true;
     let mut next_ping = Instant::now();
-    let mut w: &TcpStream = stream;
+    let mut w: &IcStream = stream;
     let mut written = 0u64;
     let mut bodies = Vec::new();
     loop {

@@ -13,7 +13,6 @@
 //!    clock sample, else only a confirm.
 
 use std::io::Read;
-use std::net::TcpStream;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,11 +21,17 @@ use super::{Input, Session};
 use crate::actors::{Body, EventFlags, EventHandle};
 use crate::interconnect::error::SessionError;
 use crate::interconnect::node::NodeShared;
+use crate::interconnect::stream::IcStream;
 use crate::interconnect::wire::{parts, EventDescriptor, Packet, PacketKind, WireError};
 
 const READ_CHUNK: usize = 256 << 10;
 
-pub(crate) fn spawn_reader(node: Arc<NodeShared>, s: Arc<Session>, gen: u64, stream: TcpStream) {
+pub(crate) fn spawn_reader(
+    node: Arc<NodeShared>,
+    s: Arc<Session>,
+    gen: u64,
+    stream: Arc<IcStream>,
+) {
     let name = format!("ic{}<-{}", node.node_id, s.peer);
     let spawned = std::thread::Builder::new()
         .name(name)
@@ -47,8 +52,11 @@ struct Effects {
     skipped: u64,
 }
 
-fn run(node: &Arc<NodeShared>, s: &Arc<Session>, gen: u64, mut stream: TcpStream) {
+fn run(node: &Arc<NodeShared>, s: &Arc<Session>, gen: u64, stream: Arc<IcStream>) {
     let _ = stream.set_read_timeout(None);
+    // With TLS, YDB writes no packet checksum and checks none (TLS guards the bytes).
+    let tls = stream.is_tls();
+    let mut stream: &IcStream = &stream;
     // Bytes [start, end) of `buf` are read and not yet processed (a packet cut short).
     let mut buf = vec![0u8; READ_CHUNK * 2];
     let (mut start, mut end) = (0, 0);
@@ -86,7 +94,13 @@ fn run(node: &Arc<NodeShared>, s: &Arc<Session>, gen: u64, mut stream: TcpStream
                 input.assembly.clear();
                 input.assembly_bytes = 0;
             }
-            let r = process(node, &mut input, &buf[start..end], &mut prev_data, &mut fx);
+            let r = process(
+                node,
+                &mut input,
+                &buf[start..end],
+                (&mut prev_data, tls),
+                &mut fx,
+            );
             s.publish_processed(input.epoch, input.last_processed);
             r
         };
@@ -144,7 +158,7 @@ fn process(
     node: &NodeShared,
     input: &mut Input,
     bytes: &[u8],
-    prev_data: &mut Option<u64>,
+    (prev_data, tls): (&mut Option<u64>, bool),
     fx: &mut Effects,
 ) -> Result<usize, (usize, SessionError)> {
     let mut at = 0;
@@ -159,13 +173,15 @@ fn process(
             break;
         }
         let payload = &b[Packet::HEADER_LEN..total];
-        let actual = Packet::checksum(confirm, serial, payload);
-        if actual != checksum {
-            let e = WireError::BadChecksum {
-                expected: checksum,
-                actual,
-            };
-            return Err((at, SessionError::Checksum(e)));
+        if !tls {
+            let actual = Packet::checksum(confirm, serial, payload);
+            if actual != checksum {
+                let e = WireError::BadChecksum {
+                    expected: checksum,
+                    actual,
+                };
+                return Err((at, SessionError::Checksum(e)));
+            }
         }
         fx.confirm = fx.confirm.max(confirm);
         let kind = if payload.is_empty() {

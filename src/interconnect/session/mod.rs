@@ -15,7 +15,7 @@ mod input;
 mod outbox;
 
 use std::collections::VecDeque;
-use std::net::{Shutdown, TcpStream};
+use std::net::Shutdown;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -27,6 +27,7 @@ use super::error::SessionError;
 use super::events::{NodeConnected, NodeDisconnected};
 use super::node::NodeShared;
 use super::stats::SessionStats;
+use super::stream::IcStream;
 use super::wire::Packet;
 use crate::actors::{ActorId, EventFlags, EventHandle};
 
@@ -43,7 +44,7 @@ const RECYCLED_BODY_MAX: usize = 4096;
 /// The connection a session has now.
 pub(crate) enum Conn {
     None,
-    Connected { gen: u64, stream: Arc<TcpStream> },
+    Connected { gen: u64, stream: Arc<IcStream> },
 }
 
 /// Everything of a session but its input side (see the module docs).
@@ -54,6 +55,8 @@ pub(crate) struct State {
     pub(crate) peer_id: ActorId,
     /// Whether the session's first handshake is done (a lost connection is then resumed).
     pub(crate) established: bool,
+    /// Whether the session runs TLS (decided by its first handshake; its resumes do too).
+    pub(crate) encrypted: bool,
     pub(crate) out: Outbox,
     /// The last data serial used.
     pub(crate) next_serial: u64,
@@ -71,6 +74,9 @@ pub(crate) struct State {
     pub(crate) connecting: Option<u64>,
     /// An incoming handshake in progress.
     pub(crate) accepting: Option<u64>,
+    /// Incoming new-session handshakes waiting for the peer's proof (secret or TLS): our
+    /// own connect gives way meanwhile (`handshake/takeover.rs`).
+    pub(crate) proving: u32,
     /// Since when the session has wanted a connection and had none.
     pub(crate) disconnected_since: Option<Instant>,
     pub(crate) driver_started: bool,
@@ -162,6 +168,7 @@ impl Session {
                 self_id,
                 peer_id: ActorId::EMPTY,
                 established: false,
+                encrypted: false,
                 out: Outbox::default(),
                 next_serial: 0,
                 unconfirmed: Default::default(),
@@ -173,6 +180,7 @@ impl Session {
                 attempts: 0,
                 connecting: None,
                 accepting: None,
+                proving: 0,
                 disconnected_since: None,
                 driver_started: false,
                 driver_waiting: false,
@@ -341,6 +349,7 @@ impl Session {
         s.session_id = st.self_id;
         s.peer_session_id = st.peer_id;
         s.connected = matches!(st.conn, Conn::Connected { .. });
+        s.tls = st.encrypted;
         s.queued_events = st.out.len();
         s.unconfirmed_packets = st.unconfirmed.len();
         s
@@ -353,16 +362,9 @@ impl Session {
         self: &Arc<Self>,
         node: &Arc<NodeShared>,
         st: &mut State,
-        stream: TcpStream,
+        stream: IcStream,
         peer_next: u64,
     ) -> Fallout {
-        let reader = match stream.try_clone() {
-            Ok(r) => r,
-            Err(e) => {
-                st.stats.last_error = Some(SessionError::io(&e));
-                return Fallout::default();
-            }
-        };
         if let Conn::Connected { stream, .. } = &st.conn {
             let _ = stream.shutdown(Shutdown::Both);
         }
@@ -371,10 +373,10 @@ impl Session {
         let _ = stream.set_write_timeout(Some(node.cfg.dead_peer_timeout));
         st.gen += 1;
         let gen = st.gen;
-        st.conn = Conn::Connected {
-            gen,
-            stream: Arc::new(stream),
-        };
+        let stream = Arc::new(stream);
+        let reader = stream.clone();
+        st.encrypted = stream.is_tls();
+        st.conn = Conn::Connected { gen, stream };
         self.reader_gen.store(gen, Ordering::Release);
         self.last_rx.store(node.now_nanos(), Ordering::Relaxed);
         st.confirm(peer_next);

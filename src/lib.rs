@@ -118,6 +118,7 @@
 
 pub mod actors;
 pub mod agent;
+pub mod bridge;
 #[doc(hidden)]
 pub mod compile_checks;
 pub mod coop;

@@ -148,6 +148,9 @@ pub use event::{
 };
 pub use flags::{ChannelOutOfRange, EventFlags};
 pub use handle::{EventHandle, Handled};
+// The bridge's hooks (`crate::bridge`): its endpoints take deliveries and register ids.
+pub(crate) use mailbox::Delivery;
+pub(crate) use system::SystemInner;
 pub use id::{ActorId, ActorIdError, OrderedActorId};
 pub use parse::{ActorIdField, ParseActorIdError};
 pub use pools::{PoolConfig, PoolStats};

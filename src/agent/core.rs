@@ -124,6 +124,12 @@ impl AgentCore {
         MboxId(self.id.0)
     }
 
+    /// Whether `on_finish` has run: the agent takes nothing more.
+    #[inline]
+    pub(crate) fn is_finished(&self) -> bool {
+        self.status() == FINISHED
+    }
+
     #[inline]
     pub(crate) fn status(&self) -> u8 {
         self.status.load(Ordering::Acquire)

@@ -454,6 +454,12 @@ impl RemoteRouter for Router {
             None => Err(h),
         }
     }
+
+    fn can_encode(&self, event_type: crate::actors::EventType) -> bool {
+        self.0
+            .upgrade()
+            .is_some_and(|node| node.codecs.get(event_type).is_some())
+    }
 }
 
 /// The proxy of one peer node: the local service `ICProxy@<node>`, which takes

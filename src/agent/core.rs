@@ -124,10 +124,10 @@ impl AgentCore {
         MboxId(self.id.0)
     }
 
-    /// Whether `on_finish` has run: the agent takes nothing more.
+    /// Whether the agent's coop is going or gone: it handles no more messages.
     #[inline]
-    pub(crate) fn is_finished(&self) -> bool {
-        self.status() == FINISHED
+    pub(crate) fn takes_no_messages(&self) -> bool {
+        self.status() >= DEREGISTERING
     }
 
     #[inline]

@@ -6,13 +6,12 @@ use thiserror::Error;
 
 use super::origin::FromActor;
 use crate::actors::{
-    ActorSystem, DeadLetterReason, Event, EventFlags, EventHandle, EventType,
-    RegisterActorError, ServiceError,
+    ActorSystem, DeadLetterReason, Event, EventFlags, EventHandle, EventType, RegisterActorError,
+    ServiceError,
 };
 use crate::actors::{Delivery, SystemInner};
 use crate::mbox::{
-    DeliveryFilter, DeliveryMode, Mbox, MboxId, MboxImpl, MboxKind, SendError, Sink,
-    SubscribeError,
+    DeliveryFilter, DeliveryMode, Mbox, MboxId, MboxImpl, MboxKind, SendError, Sink, SubscribeError,
 };
 use crate::message::{Message, MessageType, RedirectionDepth};
 use crate::{ActorId, Environment};
@@ -73,7 +72,12 @@ impl Endpoint {
 
     /// Events of type `E` arrive as `E` (immutable: every subscriber shares one).
     pub fn event<E: Event + Sync>(self) -> Self {
-        self.with(E::EVENT_TYPE, std::any::type_name::<E>(), as_plain::<E>, false)
+        self.with(
+            E::EVENT_TYPE,
+            std::any::type_name::<E>(),
+            as_plain::<E>,
+            false,
+        )
     }
 
     /// Events of type `E` arrive as [`FromActor<E>`]: the event with its sender, cookie
@@ -341,7 +345,10 @@ pub enum BridgeSendError {
         feature = "interconnect",
         doc = "[`InterconnectSetup::event`]: crate::interconnect::InterconnectSetup::event"
     )]
-    #[cfg_attr(not(feature = "interconnect"), doc = "[`InterconnectSetup::event`]: crate")]
+    #[cfg_attr(
+        not(feature = "interconnect"),
+        doc = "[`InterconnectSetup::event`]: crate"
+    )]
     #[error("event type {event_type:#x} has no codec: it cannot go to node {node}")]
     NotSerializable {
         /// The event's YDB type.
@@ -409,8 +416,8 @@ impl MboxImpl for EndpointMbox {
         if counted {
             sys.dequeued(h.recipient_rewrite());
         }
-        if self.mbox.is_finished_agent() {
-            // The agent behind the id is gone: as an actor that passed away.
+        if self.mbox.is_closed_agent() {
+            // The agent behind the id is going or gone: as an actor that passed away.
             sys.not_delivered(h, DeadLetterReason::PassedAway);
             return Ok(());
         }

@@ -22,8 +22,9 @@
 //!    filter of the mbox runs there too.
 //! 3. **Non-delivery.** An id whose endpoint was dropped is unknown: YDB's rules apply
 //!    (`TRACK_DELIVERY` gives the sender `Undelivered { ActorUnknown }` with its cookie,
-//!    `FORWARD_ON_NONDELIVERY` forwards). The direct mbox of an agent that has finished is
-//!    treated as an actor that passed away, with the same rules. Inside the mbox the core's
+//!    `FORWARD_ON_NONDELIVERY` forwards). The direct mbox of an agent whose coop is being
+//!    deregistered, or is gone, is treated as an actor that passed away, with the same
+//!    rules. Inside the mbox the core's
 //!    rules hold: a message nobody subscribes to, or a filter refuses, is counted in
 //!    [`DropCounts`](crate::DropCounts) and not reported to the sender.
 //! 4. **Sending.** An agent sends to any `ActorId` (local or remote) through

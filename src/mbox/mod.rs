@@ -244,11 +244,11 @@ impl Mbox {
         matches!(self.0, Repr::Custom(_))
     }
 
-    /// Whether this is the direct mbox of an agent that has finished (it takes nothing
-    /// more).
-    pub(crate) fn is_finished_agent(&self) -> bool {
+    /// Whether this is the direct mbox of an agent whose coop is going or gone (it
+    /// handles no more messages).
+    pub(crate) fn is_closed_agent(&self) -> bool {
         match &self.0 {
-            Repr::Direct(a) => a.is_finished(),
+            Repr::Direct(a) => a.takes_no_messages(),
             _ => false,
         }
     }

@@ -61,7 +61,7 @@ fn an_actor_reaches_every_subscriber_of_an_mpmc_mbox_through_its_id_with_sender_
                     ("all", None),
                     (
                         "even",
-                        Some((|p: &FromActor<Ping>| p.0 % 2 == 0) as fn(&_) -> bool),
+                        Some((|p: &FromActor<Ping>| p.0.is_multiple_of(2)) as fn(&_) -> bool),
                     ),
                 ] {
                     coop.add_agent(PingSink {

@@ -146,6 +146,14 @@ pub(crate) trait RemoteRouter: Send + Sync {
     fn send(&self, h: EventHandle, node_id: u32) -> Result<(), EventHandle>;
     /// Whether events of `event_type` can leave this node (a codec is registered).
     fn can_encode(&self, event_type: super::EventType) -> bool;
+    /// Encodes a local event of `event_type` on the caller's thread (a remote mbox's send
+    /// of a shared message): its bytes and decoder, or `None` without a codec or when the
+    /// codec fails.
+    fn encode(
+        &self,
+        event_type: super::EventType,
+        event: &(dyn std::any::Any + Send),
+    ) -> Option<(Vec<u8>, super::handle::DecodeFn)>;
 }
 
 impl ActorSystem {

@@ -7,35 +7,99 @@ use thiserror::Error;
 use super::origin::FromActor;
 use crate::actors::{
     ActorSystem, DeadLetterReason, Event, EventFlags, EventHandle, EventType, RegisterActorError,
-    ServiceError,
+    ServiceError, Undelivered, UndeliveredReason,
 };
 use crate::actors::{Delivery, SystemInner};
 use crate::mbox::{
     DeliveryFilter, DeliveryMode, Mbox, MboxId, MboxImpl, MboxKind, SendError, Sink, SubscribeError,
 };
 use crate::message::{Message, MessageType, RedirectionDepth};
+use crate::request::{RemoteReply, ReplyError, Request};
 use crate::{ActorId, Environment};
 
 /// Turns one event type's handle into the message the exposed mbox gets; the handle back
 /// when it does not carry the type (a serialized event that does not decode).
-type Convert = fn(EventHandle) -> Result<Message, EventHandle>;
+type Convert = fn(EventHandle, &Weak<SystemInner>) -> Result<Message, EventHandle>;
 
-fn as_plain<E: Event + Sync>(mut h: EventHandle) -> Result<Message, EventHandle> {
+fn as_plain<E: Event + Sync>(
+    mut h: EventHandle,
+    _: &Weak<SystemInner>,
+) -> Result<Message, EventHandle> {
     match h.take::<E>() {
         Some(e) => Ok(Message::new(e)),
         None => Err(h),
     }
 }
 
-fn as_mutable<E: Event>(mut h: EventHandle) -> Result<Message, EventHandle> {
+fn as_mutable<E: Event>(mut h: EventHandle, _: &Weak<SystemInner>) -> Result<Message, EventHandle> {
     match h.take::<E>() {
         Some(e) => Ok(Message::new_mutable(e)),
         None => Err(h),
     }
 }
 
-fn from_actor<E: Event + Sync>(h: EventHandle) -> Result<Message, EventHandle> {
+fn from_actor<E: Event + Sync>(
+    h: EventHandle,
+    _: &Weak<SystemInner>,
+) -> Result<Message, EventHandle> {
     FromActor::<E>::take(h).map(Message::new)
+}
+
+fn as_request<Req: Event + Sync, Rep: Event>(
+    mut h: EventHandle,
+    sys: &Weak<SystemInner>,
+) -> Result<Message, EventHandle> {
+    match h.take::<Req>() {
+        Some(req) => Ok(Message::new(Request::<Req, Rep>::remote(
+            req,
+            Box::new(WireReply {
+                sys: sys.clone(),
+                to: h.sender(),
+                from: h.recipient(),
+                cookie: h.cookie(),
+                request_type: Req::EVENT_TYPE,
+                answered: false,
+            }),
+        ))),
+        None => Err(h),
+    }
+}
+
+/// The way back of a request from another node: the reply goes to the caller's id as an
+/// event with the caller's cookie; dropped unanswered, an `Undelivered` goes instead, so
+/// that the caller fails at once.
+struct WireReply {
+    sys: Weak<SystemInner>,
+    to: ActorId,
+    from: ActorId,
+    cookie: u64,
+    request_type: EventType,
+    answered: bool,
+}
+
+impl<Rep: Event> RemoteReply<Rep> for WireReply {
+    fn reply(mut self: Box<Self>, reply: Rep) -> Result<(), ReplyError> {
+        self.answered = true;
+        let sys = self.sys.upgrade().ok_or(ReplyError::RequesterGone)?;
+        sys.send(EventHandle::new(self.to, self.from, reply).with_cookie(self.cookie));
+        Ok(())
+    }
+}
+
+impl Drop for WireReply {
+    fn drop(&mut self) {
+        if self.answered {
+            return;
+        }
+        if let Some(sys) = self.sys.upgrade() {
+            let nothing = Undelivered {
+                source_type: self.request_type,
+                reason: UndeliveredReason::Unknown,
+                unsure: false,
+            };
+            sys.send(EventHandle::new(self.to, self.from, nothing).with_cookie(self.cookie));
+        }
+    }
 }
 
 /// Which events an mbox takes under an `ActorId`, and how they arrive: the builder of an
@@ -48,6 +112,7 @@ fn from_actor<E: Event + Sync>(h: EventHandle) -> Result<Message, EventHandle> {
 /// | [`event::<E>`](Self::event) | `E` | any mbox |
 /// | [`event_from_actor::<E>`](Self::event_from_actor) | [`FromActor<E>`] (sender, cookie, flags) | any mbox |
 /// | [`event_mutable::<E>`](Self::event_mutable) | [`Mutable<E>`](crate::Mutable), by move | single-consumer mboxes |
+/// | [`request::<Req, Rep>`](Self::request) | [`Request<Req, Rep>`](crate::request::Request), answered back over the wire | any mbox |
 ///
 /// An event of a type not named is not delivered: it is a dead letter with reason
 /// [`Unhandled`](DeadLetterReason::Unhandled), as an event an actor's state function gives
@@ -100,6 +165,22 @@ impl Endpoint {
             std::any::type_name::<E>(),
             as_mutable::<E>,
             true,
+        )
+    }
+
+    /// Events of type `Req` arrive as [`Request<Req, Rep>`](crate::request::Request), to
+    /// answer with [`Request::reply`](crate::request::Request::reply) (or a reply handle,
+    /// or a forward) as a local request: the answer goes back to the sender as a `Rep`
+    /// event with its cookie. A request dropped unanswered sends the sender an
+    /// `Undelivered` instead (reason `Unknown`), so that a
+    /// `RemoteMbox` caller fails at once. `Rep` must cross back: give
+    /// it a codec on both nodes.
+    pub fn request<Req: Event + Sync, Rep: Event>(self) -> Self {
+        self.with(
+            Req::EVENT_TYPE,
+            std::any::type_name::<Req>(),
+            as_request::<Req, Rep>,
+            false,
         )
     }
 
@@ -425,7 +506,7 @@ impl MboxImpl for EndpointMbox {
             sys.dead_letter(&h, DeadLetterReason::Unhandled);
             return Ok(());
         };
-        match convert(h) {
+        match convert(h, &self.sys) {
             Ok(m) => {
                 // The exposed mbox's own rules apply (no subscriber, filters, limits: all
                 // counted by the core).

@@ -94,6 +94,10 @@
 
 mod endpoint;
 mod origin;
+#[cfg(feature = "interconnect")]
+mod remote;
 
 pub use endpoint::{BridgeSendError, Endpoint, ExposeError, Exposed};
 pub use origin::FromActor;
+#[cfg(feature = "interconnect")]
+pub use remote::{RemoteMbox, RemoteMboxError};

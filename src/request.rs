@@ -200,6 +200,7 @@ impl<Rep> ReplyHandle<Rep> {
 
     /// Fails the caller with `error` at once (the bridge: the request could not reach its
     /// node, or the node was lost).
+    #[cfg_attr(not(feature = "interconnect"), allow(dead_code))]
     pub(crate) fn fail(self, error: RequestError) {
         match self.to {
             ReplyTo::Local(tx) => {

@@ -149,6 +149,7 @@ pub(crate) trait RemoteRouter: Send + Sync {
     /// Encodes a local event of `event_type` on the caller's thread (a remote mbox's send
     /// of a shared message): its bytes and decoder, or `None` without a codec or when the
     /// codec fails.
+    #[cfg_attr(not(feature = "interconnect"), allow(dead_code))]
     fn encode(
         &self,
         event_type: super::EventType,

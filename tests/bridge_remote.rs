@@ -64,11 +64,13 @@ fn sends_through_a_remote_mbox_reach_every_subscriber_on_the_other_node_in_order
                 }
             })
             .unwrap();
-            let exposed = Endpoint::new(&jobs)
+            // By a service id of node 2.
+            let service = ActorId::service(2, b"jobs").unwrap();
+            let _exposed = Endpoint::new(&jobs)
                 .event::<Seq>()
-                .expose(&nodes[1].system)
+                .expose_as(&nodes[1].system, service)
                 .unwrap();
-            let remote = RemoteMbox::new(&nodes[0].system, exposed.id())
+            let remote = RemoteMbox::new(&nodes[0].system, service)
                 .event::<Seq>()
                 .build()
                 .unwrap();

@@ -209,8 +209,10 @@ impl Endpoint {
 
     /// Exposes the mbox under a fresh id, and makes the local service `service` resolve to
     /// it (replacing what served it: see
-    /// [`register_local_service`](ActorSystem::register_local_service)). Senders on other
-    /// nodes reach it as `service` with the node id of `system` set.
+    /// [`register_local_service`](ActorSystem::register_local_service)). A service id is
+    /// compared on all its bytes, node included (YDB's rule): give it this node's id
+    /// (`ActorId::service(node, name)`) for senders on other nodes to reach it by that id;
+    /// with node 0 it is reached from this node only.
     ///
     /// # Errors
     ///

@@ -164,6 +164,13 @@ fn interconnect(run: &dyn Fn(&str) -> bool, scale: u64) {
         let n = 2_000_000 * scale;
         rate("raw_tcp_framed", n, ic::raw_tcp_framed(n, 64), "events/s");
     }
+    if run("ic_ping_pong_rtt") {
+        let rtt = ic::rtt::ping_pong_rtt(4_000 * scale);
+        println!(
+            "RESULT name=ic_ping_pong_rtt value={:.1} unit=us",
+            rtt.as_nanos() as f64 / 1000.0
+        );
+    }
 }
 
 /// The scenarios of the YDB actor layer (`agentbox::actors`).

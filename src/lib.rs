@@ -124,6 +124,7 @@
 
 pub mod actors;
 pub mod agent;
+pub mod bridge;
 #[doc(hidden)]
 pub mod compile_checks;
 pub mod coop;

@@ -80,7 +80,39 @@ use crate::mbox::{Mbox, SendError};
 /// A request carrying `Req` and waiting for one `Rep`; the message type agents subscribe to.
 pub struct Request<Req, Rep> {
     request: Req,
-    reply_to: Mutex<Option<Sender<Rep>>>,
+    reply_to: Mutex<Option<ReplyTo<Rep>>>,
+}
+
+/// Where a reply goes: the waiting caller's channel, or (a request that came from another
+/// node through the bridge) an event back to the caller's node.
+enum ReplyTo<Rep> {
+    Local(Sender<Result<Rep, RequestError>>),
+    Remote(Box<dyn RemoteReply<Rep>>),
+}
+
+impl<Rep> ReplyTo<Rep> {
+    fn send(self, reply: Rep) -> Result<(), ReplyError> {
+        match self {
+            ReplyTo::Local(tx) => tx.send(Ok(reply)).map_err(|_| ReplyError::RequesterGone),
+            ReplyTo::Remote(r) => r.reply(reply),
+        }
+    }
+}
+
+/// The way back of a request that came from another node (`crate::bridge`). Dropped
+/// unanswered, it tells the caller at once.
+pub(crate) trait RemoteReply<Rep>: Send {
+    fn reply(self: Box<Self>, reply: Rep) -> Result<(), ReplyError>;
+}
+
+impl<Req, Rep> Request<Req, Rep> {
+    /// A request whose answer goes back over the bridge.
+    pub(crate) fn remote(request: Req, reply_to: Box<dyn RemoteReply<Rep>>) -> Self {
+        Request {
+            request,
+            reply_to: Mutex::new(Some(ReplyTo::Remote(reply_to))),
+        }
+    }
 }
 
 impl<Req, Rep> Request<Req, Rep> {
@@ -96,12 +128,12 @@ impl<Req, Rep> Request<Req, Rep> {
     /// [`ReplyError::AlreadyReplied`] for a second reply; [`ReplyError::RequesterGone`]
     /// when the caller stopped waiting (timed out).
     pub fn reply(&self, reply: Rep) -> Result<(), ReplyError> {
-        let tx = self
+        let to = self
             .reply_to
             .lock()
             .take()
             .ok_or(ReplyError::AlreadyReplied)?;
-        tx.send(reply).map_err(|_| ReplyError::RequesterGone)
+        to.send(reply)
     }
 
     /// Whether a reply was given already (or the right to give it was taken away by
@@ -117,12 +149,12 @@ impl<Req, Rep> Request<Req, Rep> {
     /// [`ReplyError::AlreadyReplied`] if the request was answered, or its handle taken,
     /// already.
     pub fn take_reply_handle(&self) -> Result<ReplyHandle<Rep>, ReplyError> {
-        let tx = self
+        let to = self
             .reply_to
             .lock()
             .take()
             .ok_or(ReplyError::AlreadyReplied)?;
-        Ok(ReplyHandle { tx })
+        Ok(ReplyHandle { to })
     }
 
     /// Sends the request on to `to` with the right to answer it: whoever handles it there
@@ -142,7 +174,7 @@ impl<Req, Rep> Request<Req, Rep> {
             .map_err(|_| ForwardError::AlreadyReplied)?;
         to.send(Request {
             request: self.request.clone(),
-            reply_to: Mutex::new(Some(handle.tx)),
+            reply_to: Mutex::new(Some(handle.to)),
         })
         .map_err(ForwardError::Send)
     }
@@ -153,7 +185,7 @@ impl<Req, Rep> Request<Req, Rep> {
 /// [`reply`](Self::reply). Dropping it unanswered fails the caller with
 /// [`RequestError::Dropped`] at once.
 pub struct ReplyHandle<Rep> {
-    tx: Sender<Rep>,
+    to: ReplyTo<Rep>,
 }
 
 impl<Rep> ReplyHandle<Rep> {
@@ -163,7 +195,19 @@ impl<Rep> ReplyHandle<Rep> {
     ///
     /// [`ReplyError::RequesterGone`] when the caller stopped waiting (timed out).
     pub fn reply(self, reply: Rep) -> Result<(), ReplyError> {
-        self.tx.send(reply).map_err(|_| ReplyError::RequesterGone)
+        self.to.send(reply)
+    }
+
+    /// Fails the caller with `error` at once (the bridge: the request could not reach its
+    /// node, or the node was lost).
+    #[cfg_attr(not(feature = "interconnect"), allow(dead_code))]
+    pub(crate) fn fail(self, error: RequestError) {
+        match self.to {
+            ReplyTo::Local(tx) => {
+                let _ = tx.send(Err(error));
+            }
+            ReplyTo::Remote(r) => drop(r),
+        }
     }
 }
 
@@ -207,6 +251,21 @@ pub enum RequestError {
     /// The mbox refused the request.
     #[error(transparent)]
     Send(#[from] SendError),
+    /// The request went to another node (through a `bridge::RemoteMbox`) and was not
+    /// delivered: no such endpoint
+    /// there, or no handler took it and it was dropped unanswered there.
+    #[error("the request was not delivered on the other node ({reason:?})")]
+    Undelivered {
+        /// The reason the other node gave.
+        reason: crate::actors::UndeliveredReason,
+    },
+    /// The request went to another node, and the session to that node ended before the
+    /// answer came (the node stopped or could not be reached).
+    #[error("node {node} was disconnected before it answered")]
+    NodeDisconnected {
+        /// The node.
+        node: u32,
+    },
     /// Every receiver of the request is an agent that only the calling thread can run, and
     /// it is busy waiting: nothing was sent (see the module docs).
     #[error("the request to {mbox} could only be answered by the thread that waits for it")]
@@ -250,10 +309,11 @@ where
     let (tx, rx) = crossbeam_channel::bounded(1);
     to.send(Request {
         request,
-        reply_to: Mutex::new(Some(tx)),
+        reply_to: Mutex::new(Some(ReplyTo::Local(tx))),
     })?;
-    rx.recv_timeout(timeout).map_err(|e| match e {
-        RecvTimeoutError::Timeout => RequestError::Timeout,
-        RecvTimeoutError::Disconnected => RequestError::Dropped,
-    })
+    match rx.recv_timeout(timeout) {
+        Ok(reply) => reply,
+        Err(RecvTimeoutError::Timeout) => Err(RequestError::Timeout),
+        Err(RecvTimeoutError::Disconnected) => Err(RequestError::Dropped),
+    }
 }

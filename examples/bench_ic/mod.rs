@@ -2,6 +2,8 @@
 //! (`ic_small_events`, `ic_large_events`), and the same framing over a plain socket pair
 //! with nothing else (`raw_tcp_framed`, the limit).
 
+pub mod rtt;
+
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::Arc;

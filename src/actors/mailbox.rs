@@ -144,6 +144,20 @@ impl Delivery {
 }
 
 impl Delivery {
+    /// The handle for a bridge endpoint (`crate::bridge`), with whether it was counted in
+    /// its pool's queue; `None` for a stop or a cancelled scheduled event.
+    pub(crate) fn take_for_endpoint(&mut self) -> Option<(EventHandle, bool)> {
+        let h = self.handle.take()?;
+        if self
+            .cancelled
+            .as_ref()
+            .is_some_and(|c| c.load(Ordering::Acquire))
+        {
+            return None;
+        }
+        Some((h, self.counted))
+    }
+
     /// A delivery without a handle: asks the mailbox to deregister (the system stops).
     /// One message type for both keeps a mailbox at one subscription.
     pub(crate) fn stop() -> Self {

@@ -148,12 +148,15 @@ pub use event::{
 };
 pub use flags::{ChannelOutOfRange, EventFlags};
 pub use handle::{EventHandle, Handled};
+// The bridge's hooks (`crate::bridge`): its endpoints take deliveries and register ids.
 pub use id::{ActorId, ActorIdError, OrderedActorId};
+pub(crate) use mailbox::Delivery;
 pub use parse::{ActorIdField, ParseActorIdError};
 pub use pools::{PoolConfig, PoolStats};
 pub use routing::Route;
 pub use services::ServiceError;
 pub use setup::{SystemError, SystemSetup};
+pub(crate) use system::SystemInner;
 pub use system::{ActorSystem, RegisterActorError, SystemStats};
 // The interconnect's hooks (see `RemoteRouter` and `EventHandle::serialized_with`).
 #[cfg(feature = "interconnect")]

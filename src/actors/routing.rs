@@ -136,14 +136,20 @@ impl SystemInner {
         };
         let mut h = Some(h);
         let found = pool.table.with(target.hint(), target.local_id(), |mbox| {
+            if mbox.is_custom() {
+                // A bridge endpoint: it runs user code (filters, sinks), which must not
+                // run under the table's lock (it may register actors).
+                return Some(mbox.clone());
+            }
             if let Some(h) = h.take() {
                 self.enqueue(pool, mbox, h);
             }
+            None
         });
-        if found.is_none() {
-            if let Some(h) = h {
-                self.not_delivered(h, DeadLetterReason::ActorUnknown);
-            }
+        match (found, h) {
+            (Some(Some(endpoint)), Some(h)) => self.enqueue(pool, &endpoint, h),
+            (None, Some(h)) => self.not_delivered(h, DeadLetterReason::ActorUnknown),
+            _ => {}
         }
     }
 

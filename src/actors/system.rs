@@ -144,6 +144,17 @@ pub(crate) struct SystemInner {
 pub(crate) trait RemoteRouter: Send + Sync {
     /// Takes `h`, whose recipient (or its service's actor) is on node `node_id`.
     fn send(&self, h: EventHandle, node_id: u32) -> Result<(), EventHandle>;
+    /// Whether events of `event_type` can leave this node (a codec is registered).
+    fn can_encode(&self, event_type: super::EventType) -> bool;
+    /// Encodes a local event of `event_type` on the caller's thread (a remote mbox's send
+    /// of a shared message): its bytes and decoder, or `None` without a codec or when the
+    /// codec fails.
+    #[cfg_attr(not(feature = "interconnect"), allow(dead_code))]
+    fn encode(
+        &self,
+        event_type: super::EventType,
+        event: &(dyn std::any::Any + Send),
+    ) -> Option<(Vec<u8>, super::handle::DecodeFn)>;
 }
 
 impl ActorSystem {
@@ -453,6 +464,18 @@ impl SystemInner {
                 Err(e.into())
             }
         }
+    }
+
+    /// A fresh id on `pool` that resolves to `mbox` (a bridge endpoint: `crate::bridge`),
+    /// which receives each event as a mutable `Delivery`.
+    pub(crate) fn register_endpoint(
+        &self,
+        pool: u32,
+        mbox: Mbox,
+    ) -> Result<ActorId, RegisterActorError> {
+        let id = self.new_id(pool)?;
+        self.pool(pool).table.fill(id.hint(), id.local_id(), mbox);
+        Ok(id)
     }
 
     /// An actor for an existing mailbox (`register_with_same_mailbox`); it resolves at

@@ -124,6 +124,12 @@ impl AgentCore {
         MboxId(self.id.0)
     }
 
+    /// Whether the agent's coop is going or gone: it handles no more messages.
+    #[inline]
+    pub(crate) fn takes_no_messages(&self) -> bool {
+        self.status() >= DEREGISTERING
+    }
+
     #[inline]
     pub(crate) fn status(&self) -> u8 {
         self.status.load(Ordering::Acquire)

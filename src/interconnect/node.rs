@@ -456,6 +456,28 @@ impl RemoteRouter for Router {
             None => Err(h),
         }
     }
+
+    fn can_encode(&self, event_type: crate::actors::EventType) -> bool {
+        self.0
+            .upgrade()
+            .is_some_and(|node| node.codecs.get(event_type).is_some())
+    }
+
+    fn encode(
+        &self,
+        event_type: crate::actors::EventType,
+        event: &(dyn std::any::Any + Send),
+    ) -> Option<(Vec<u8>, crate::actors::DecodeFn)> {
+        let (encode, decode) = self.0.upgrade()?.codecs.get(event_type)?;
+        let mut bytes = Vec::new();
+        match encode(event, &mut bytes) {
+            Ok(()) => Some((bytes, decode)),
+            Err(e) => {
+                tracing::warn!(event_type, error = %e, "interconnect: event not encoded");
+                None
+            }
+        }
+    }
 }
 
 /// The proxy of one peer node: the local service `ICProxy@<node>`, which takes

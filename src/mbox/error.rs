@@ -52,6 +52,18 @@ pub enum SendError {
         /// The custom mbox's reason.
         reason: String,
     },
+    /// The mbox is on another node (a `bridge::RemoteMbox`) and the
+    /// message's type is not one it can carry there: not named for it, or without a codec
+    /// registered with the interconnect. Nothing was sent.
+    #[error("message {type_name} cannot cross to {mbox}: {reason}")]
+    NotSerializable {
+        /// The message type.
+        type_name: &'static str,
+        /// The mbox's name.
+        mbox: String,
+        /// What is missing.
+        reason: &'static str,
+    },
 }
 
 /// Why a subscription or a delivery filter could not be made.

@@ -238,6 +238,21 @@ impl Mbox {
         }
     }
 
+    /// Whether this is a custom mbox ([`Mbox::custom`]).
+    #[inline]
+    pub(crate) fn is_custom(&self) -> bool {
+        matches!(self.0, Repr::Custom(_))
+    }
+
+    /// Whether this is the direct mbox of an agent whose coop is going or gone (it
+    /// handles no more messages).
+    pub(crate) fn is_closed_agent(&self) -> bool {
+        match &self.0 {
+            Repr::Direct(a) => a.takes_no_messages(),
+            _ => false,
+        }
+    }
+
     /// The raw subscription operations, for custom mbox authors (see [`RawMbox`]).
     pub fn raw(&self) -> RawMbox<'_> {
         RawMbox(self)

@@ -1,0 +1,269 @@
+//! Remote mboxes (`agentbox::bridge::RemoteMbox`): `send`, `send_mutable` and
+//! `request_reply` on an `Mbox` handle reach an mbox exposed on another node; a request
+//! fails at once, with a typed error, when the other node has no endpoint, drops it
+//! unanswered, or is lost; types that cannot cross are refused with typed errors.
+
+mod interconnect_support;
+
+use std::sync::mpsc::{self, Sender};
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentbox::actors::*;
+use agentbox::bridge::{Endpoint, RemoteMbox, RemoteMboxError};
+use agentbox::prelude::*;
+use agentbox::request::{request_reply, ReplyHandle, Request, RequestError};
+use agentbox::SendError;
+use interconnect_support::{cluster, next, NoCodec, Ping, Pong, Seq, PATIENCE};
+use parking_lot::Mutex;
+
+/// A timeout far longer than the test's own bound: an answer must come from the rules, not
+/// from the timeout.
+const LONG: Duration = Duration::from_secs(3600);
+
+fn bounded<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> R {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(PATIENCE)
+        .expect("the test did not finish in time")
+}
+
+/// Logs the `Seq` numbers it gets, with its tag.
+struct SeqSink {
+    from: Mbox,
+    tag: u8,
+    tx: Sender<(u8, u64)>,
+}
+impl Agent for SeqSink {
+    fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+        ctx.subscribe(&self.from)
+            .event(|a: &mut Self, _, s: &Seq| {
+                assert!(s.body_ok());
+                let _ = a.tx.send((a.tag, s.n));
+            })?;
+        Ok(())
+    }
+}
+
+#[test]
+fn sends_through_a_remote_mbox_reach_every_subscriber_on_the_other_node_in_order() {
+    bounded(|| {
+        Environment::launch(|env| {
+            let nodes = cluster(env, &[1, 2], |_, s| s);
+            let jobs = env.create_mbox();
+            let (tx, rx) = mpsc::channel();
+            env.introduce_coop(|coop| {
+                for tag in 0..2 {
+                    coop.add_agent(SeqSink {
+                        from: jobs.clone(),
+                        tag,
+                        tx: tx.clone(),
+                    });
+                }
+            })
+            .unwrap();
+            // By a service id of node 2.
+            let service = ActorId::service(2, b"jobs").unwrap();
+            let _exposed = Endpoint::new(&jobs)
+                .event::<Seq>()
+                .expose_as(&nodes[1].system, service)
+                .unwrap();
+            let remote = RemoteMbox::new(&nodes[0].system, service)
+                .event::<Seq>()
+                .build()
+                .unwrap();
+            const N: u64 = 300;
+            for n in 0..N {
+                send(&remote, Seq::new(0, n, 40)).unwrap();
+            }
+            let mut next_of = [0u64; 2];
+            for _ in 0..2 * N {
+                let (tag, n) = next(&rx, "a Seq");
+                assert_eq!(n, next_of[tag as usize], "subscriber {tag} out of order");
+                next_of[tag as usize] += 1;
+            }
+            assert_eq!(next_of, [N, N]);
+            env.stop();
+        })
+        .unwrap();
+    });
+}
+
+/// Answers `Request<Ping, Pong>` with `Pong(n + 1)`; keeps `Ping(0)`'s reply handle unanswered
+/// (in `held`), and drops `Ping(1)` unanswered.
+struct Server {
+    from: Mbox,
+    held: Arc<Mutex<Vec<ReplyHandle<Pong>>>>,
+    asked: Sender<u64>,
+}
+impl Agent for Server {
+    fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+        ctx.subscribe(&self.from)
+            .event(|a: &mut Self, _, r: &Request<Ping, Pong>| {
+                let _ = a.asked.send(r.get().0);
+                match r.get().0 {
+                    0 => a.held.lock().push(r.take_reply_handle().unwrap()),
+                    1 => {}
+                    n => r.reply(Pong(n + 1)).unwrap(),
+                }
+            })?;
+        Ok(())
+    }
+}
+
+#[test]
+fn request_reply_against_a_remote_mbox_and_its_fast_failures() {
+    bounded(|| {
+        Environment::launch(|env| {
+            let nodes = cluster(env, &[1, 2], |_, s| {
+                s.lost_connection_timeout(Duration::from_secs(2))
+            });
+            let service = env.create_mbox();
+            let held = Arc::new(Mutex::new(Vec::new()));
+            let (asked_tx, asked) = mpsc::channel();
+            let h = held.clone();
+            let s = service.clone();
+            env.introduce_coop(move |coop| {
+                coop.add_agent(Server {
+                    from: s,
+                    held: h,
+                    asked: asked_tx,
+                })
+            })
+            .unwrap();
+            let exposed = Endpoint::new(&service)
+                .request::<Ping, Pong>()
+                .expose(&nodes[1].system)
+                .unwrap();
+            let remote = RemoteMbox::new(&nodes[0].system, exposed.id())
+                .request::<Ping, Pong>()
+                .build()
+                .unwrap();
+            // Answered.
+            assert_eq!(
+                request_reply::<Ping, Pong>(&remote, LONG, Ping(41)),
+                Ok(Pong(42))
+            );
+            // Dropped unanswered on node 2: fails at once.
+            assert!(matches!(
+                request_reply::<Ping, Pong>(&remote, LONG, Ping(1)),
+                Err(RequestError::Undelivered { .. })
+            ));
+            // No endpoint on node 2 under that id.
+            let gone = exposed.id();
+            drop(exposed);
+            let to_gone = RemoteMbox::new(&nodes[0].system, gone)
+                .request::<Ping, Pong>()
+                .build()
+                .unwrap();
+            assert!(matches!(
+                request_reply::<Ping, Pong>(&to_gone, LONG, Ping(5)),
+                Err(RequestError::Undelivered {
+                    reason: UndeliveredReason::ActorUnknown
+                })
+            ));
+            // Node 2 is lost while it holds the request.
+            let exposed = Endpoint::new(&service)
+                .request::<Ping, Pong>()
+                .expose(&nodes[1].system)
+                .unwrap();
+            let remote = RemoteMbox::new(&nodes[0].system, exposed.id())
+                .request::<Ping, Pong>()
+                .build()
+                .unwrap();
+            let ic2 = nodes[1].ic.clone();
+            std::thread::spawn(move || {
+                // Once node 2 holds the request, it goes away.
+                while asked.recv_timeout(PATIENCE) != Ok(0) {}
+                ic2.stop();
+            });
+            assert_eq!(
+                request_reply::<Ping, Pong>(&remote, LONG, Ping(0)),
+                Err(RequestError::NodeDisconnected { node: 2 })
+            );
+            held.lock().clear();
+            env.stop();
+        })
+        .unwrap();
+    });
+}
+
+/// Takes `Mutable<Ping>` on its direct mbox and reports the value.
+struct Taker(Sender<u64>);
+impl Agent for Taker {
+    fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+        ctx.subscribe_self()
+            .event_mutable(|a: &mut Self, _, p: Ping| {
+                let _ = a.0.send(p.0);
+            })?;
+        Ok(())
+    }
+}
+
+#[test]
+fn a_mutable_message_moves_to_a_remote_single_consumer_mbox() {
+    bounded(|| {
+        Environment::launch(|env| {
+            let nodes = cluster(env, &[1, 2], |_, s| s);
+            let (tx, rx) = mpsc::channel();
+            let direct = env
+                .introduce_coop(|coop| coop.add_agent(Taker(tx)))
+                .unwrap();
+            let exposed = Endpoint::new(&direct)
+                .event_mutable::<Ping>()
+                .expose(&nodes[1].system)
+                .unwrap();
+            let remote = RemoteMbox::new(&nodes[0].system, exposed.id())
+                .event_mutable::<Ping>()
+                .build()
+                .unwrap();
+            send_mutable(&remote, Ping(8)).unwrap();
+            assert_eq!(next(&rx, "the moved ping"), 8);
+            env.stop();
+        })
+        .unwrap();
+    });
+}
+
+#[test]
+fn types_that_cannot_cross_are_typed_errors() {
+    bounded(|| {
+        Environment::launch(|env| {
+            let nodes = cluster(env, &[1, 2], |_, s| s);
+            let target = ActorId::new(2, 1, 0);
+            assert_eq!(
+                RemoteMbox::new(&nodes[0].system, target)
+                    .event::<NoCodec>()
+                    .build()
+                    .unwrap_err(),
+                RemoteMboxError::NoCodec {
+                    type_name: std::any::type_name::<NoCodec>(),
+                    event_type: NoCodec::EVENT_TYPE
+                }
+            );
+            assert_eq!(
+                RemoteMbox::new(&nodes[0].system, ActorId::default())
+                    .event::<Ping>()
+                    .build()
+                    .unwrap_err(),
+                RemoteMboxError::EmptyTarget
+            );
+            let remote = RemoteMbox::new(&nodes[0].system, target)
+                .event::<Ping>()
+                .build()
+                .unwrap();
+            assert!(matches!(
+                send(&remote, Pong(1)),
+                Err(SendError::NotSerializable { .. })
+            ));
+            assert!(matches!(
+                send_mutable(&remote, Ping(1)),
+                Err(SendError::NotSerializable { .. })
+            ));
+            env.stop();
+        })
+        .unwrap();
+    });
+}

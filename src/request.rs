@@ -251,14 +251,11 @@ pub enum RequestError {
     /// The mbox refused the request.
     #[error(transparent)]
     Send(#[from] SendError),
-    /// The request went to another node (through a `bridge::RemoteMbox`) and was not
-    /// delivered: no such endpoint
-    /// there, or no handler took it and it was dropped unanswered there.
-    #[error("the request was not delivered on the other node ({reason:?})")]
-    Undelivered {
-        /// The reason the other node gave.
-        reason: crate::actors::UndeliveredReason,
-    },
+    /// The request went to another node (through a `bridge::RemoteMbox`) and nothing
+    /// there has the id it was sent to. (A request dropped unanswered there is
+    /// [`Dropped`](Self::Dropped), as here.)
+    #[error("nothing on the other node has the request's id")]
+    Undelivered,
     /// The request went to another node, and the session to that node ended before the
     /// answer came (the node stopped or could not be reached).
     #[error("node {node} was disconnected before it answered")]

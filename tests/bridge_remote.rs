@@ -147,10 +147,10 @@ fn request_reply_against_a_remote_mbox_and_its_fast_failures() {
                 Ok(Pong(42))
             );
             // Dropped unanswered on node 2: fails at once.
-            assert!(matches!(
+            assert_eq!(
                 request_reply::<Ping, Pong>(&remote, LONG, Ping(1)),
-                Err(RequestError::Undelivered { .. })
-            ));
+                Err(RequestError::Dropped)
+            );
             // No endpoint on node 2 under that id.
             let gone = exposed.id();
             drop(exposed);
@@ -158,12 +158,10 @@ fn request_reply_against_a_remote_mbox_and_its_fast_failures() {
                 .request::<Ping, Pong>()
                 .build()
                 .unwrap();
-            assert!(matches!(
+            assert_eq!(
                 request_reply::<Ping, Pong>(&to_gone, LONG, Ping(5)),
-                Err(RequestError::Undelivered {
-                    reason: UndeliveredReason::ActorUnknown
-                })
-            ));
+                Err(RequestError::Undelivered)
+            );
             // Node 2 is lost while it holds the request.
             let exposed = Endpoint::new(&service)
                 .request::<Ping, Pong>()

@@ -172,8 +172,8 @@ impl Endpoint {
     /// answer with [`Request::reply`](crate::request::Request::reply) (or a reply handle,
     /// or a forward) as a local request: the answer goes back to the sender as a `Rep`
     /// event with its cookie. A request dropped unanswered sends the sender an
-    /// `Undelivered` instead (reason `Unknown`), so that a
-    /// `RemoteMbox` caller fails at once. `Rep` must cross back: give
+    /// `Undelivered` instead (reason `Unknown`), so that a `RemoteMbox` caller fails at
+    /// once with [`RequestError::Dropped`](crate::request::RequestError::Dropped). `Rep` must cross back: give
     /// it a codec on both nodes.
     pub fn request<Req: Event + Sync, Rep: Event>(self) -> Self {
         self.with(

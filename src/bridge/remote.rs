@@ -8,7 +8,7 @@ use thiserror::Error;
 
 use crate::actors::{
     ActorSystem, Body, Event, EventFlags, EventHandle, EventType, SystemInner, Undelivered,
-    EV_NODE_CONNECTED, EV_NODE_DISCONNECTED,
+    UndeliveredReason, EV_NODE_CONNECTED, EV_NODE_DISCONNECTED,
 };
 use crate::actors::{DeadLetterReason, Delivery};
 use crate::mbox::{
@@ -44,9 +44,10 @@ type Send_ = fn(&Target, Message) -> Result<(), SendError>;
 ///    id ([`from`](Self::from)).
 /// 3. **Requests.** A request gets an id of its own on this node for the answer, and is
 ///    sent with `TRACK_DELIVERY` and `SUBSCRIBE_ON_SESSION`: the caller gets the answer, or
-///    at once (not at the timeout) [`RequestError::Undelivered`] when the other node had
-///    no endpoint or dropped the request unanswered, or [`RequestError::NodeDisconnected`]
-///    when the session to the node ends first. The id lives until one of those comes.
+///    at once (not at the timeout) [`RequestError::Undelivered`] when nothing on the other
+///    node has the target id, [`RequestError::Dropped`] when it dropped the request
+///    unanswered, or [`RequestError::NodeDisconnected`] when the session to the node ends
+///    first. The id lives until one of those comes.
 /// 4. **Order.** Sends from one thread through one handle keep their order (one channel:
 ///    the flags' channel).
 /// 5. Nobody subscribes to a remote mbox here: subscribe on its node.
@@ -396,7 +397,14 @@ impl<Rep: Event> MboxImpl for ReplyEndpoint<Rep> {
         if let Some(rep) = h.take::<Rep>() {
             let _ = answer.reply(rep);
         } else if let Some(u) = h.get::<Undelivered>() {
-            answer.fail(RequestError::Undelivered { reason: u.reason });
+            answer.fail(match u.reason {
+                UndeliveredReason::ActorUnknown => RequestError::Undelivered,
+                UndeliveredReason::Disconnected => {
+                    RequestError::NodeDisconnected { node: self.node }
+                }
+                // The endpoint's answer to a request dropped unanswered.
+                _ => RequestError::Dropped,
+            });
         } else if h.event_type() == EV_NODE_DISCONNECTED {
             answer.fail(RequestError::NodeDisconnected { node: self.node });
         } else {

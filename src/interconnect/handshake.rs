@@ -1,15 +1,18 @@
-//! The handshake, both sides (`YDB_WIRE.md` §2.2, §1.1–1.4, §3.4), for peers without TLS,
-//! XDC or XXH3.
+//! The handshake, both sides (`YDB_WIRE.md` §2.2, §1.1–1.4, §3.4, §6), for peers without
+//! TLS or XDC; packet checksums are CRC32C or XXH3, as the requester asks.
 //!
 //! Connecting side:
-//! 1. TCP connect to the name service's address of the peer; mark "connecting" (token).
+//! 1. TCP connect to the name service's address of the peer; mark "connecting" (token). A
+//!    session not yet established takes a fresh session id for every attempt (YDB's
+//!    `StartInitialHandshake`): the peer refuses a serial it has seen.
 //! 2. Send the initial packet: our session id, the peer's (empty for a new session), the
 //!    last serial we processed, version 2. Read the peer's.
 //! 3. Resume (the peer's id was known): the reply must name both sessions as we do, else
 //!    `SessionMismatch` (our session ends, a new one starts). Done: no ExBlocks.
 //! 4. New session: send a `THandshakeRequest` in an ExBlock (with our nonce and secret
 //!    proof in its params), read the `THandshakeReply`, check it (cluster ids, modern
-//!    frame, no TLS/XDC/XXH3, the peer's proof), take the peer's session id from it.
+//!    frame, no TLS/XDC, the peer's proof), take the peer's session id, program and
+//!    checksum mode (`UseXxhash`) from it.
 //! 5. Install the connection if our token is still the session's (an incoming handshake
 //!    may have won meanwhile: `Simultaneous`).
 //!
@@ -24,8 +27,11 @@
 //!    (a transient failure for the peer). Otherwise ours is abandoned.
 //! 4. A new-session request while we hold an established session with that peer: if it
 //!    names the peer session we already know, it is a connect of the peer's that lost a
-//!    simultaneous-connect race (refused quietly); otherwise the peer lost our session (it
-//!    restarted), so ours ends (`PeerRestarted`) and a new one starts.
+//!    simultaneous-connect race (refused quietly). A request from the peer's program (PID
+//!    and start time) with a serial at or below the last one seen from it is stale: its
+//!    connection is closed without a reply, the session untouched (`StaleSerial`).
+//!    Otherwise the peer lost our session (it restarted), so ours ends (`PeerRestarted`)
+//!    and a new one starts, with the events that never left.
 //! 5. Reply (initial packet for a resume, `THandshakeSuccess` for a new session), then
 //!    install if no other handshake took over meanwhile.
 //!
@@ -43,11 +49,11 @@ use sha2::Sha256;
 
 use super::error::HandshakeError;
 use super::node::NodeShared;
-use super::session::{Fallout, Session};
+use super::session::{Fallout, NewPeer, PeerProgram, Session};
 use super::stats::Refusal;
 use super::wire::{
     ClusterUuids, ExBlock, HandshakeReply, HandshakeRequest, HandshakeSuccess, InitialPacket,
-    KeyValuePair, PROTOCOL_VERSION,
+    KeyValuePair, PacketChecksum, PROTOCOL_VERSION,
 };
 use crate::actors::ActorId;
 
@@ -170,6 +176,11 @@ pub(crate) fn connect(node: &Arc<NodeShared>, s: &Arc<Session>) -> Result<Fallou
             // An incoming handshake won, or is under way: give way to it.
             return Err(fresh(HandshakeError::Simultaneous));
         }
+        if !st.established {
+            // A serial the peer may have seen (an attempt that failed after its request
+            // went out) would be refused as stale.
+            st.self_id = node.new_session_id();
+        }
         st.attempts += 1;
         let token = st.attempts;
         st.connecting = Some(token);
@@ -236,7 +247,16 @@ fn connect_on(
     let success = reply
         .success
         .ok_or_else(|| HandshakeError::Incompatible("empty reply".into()))?;
-    let peer = node.check_success(s.peer, &success, &nonce)?;
+    let id = node.check_success(s.peer, &success, &nonce)?;
+    let peer = NewPeer {
+        id,
+        checksum: PacketChecksum::negotiated(success.use_xxhash),
+        program: PeerProgram {
+            pid: success.program_pid,
+            start_time: success.program_start_time,
+            serial: success.serial,
+        },
+    };
     finish(node, s, c.stream, token, self_id, Some(peer), 0)
 }
 
@@ -246,7 +266,7 @@ fn finish(
     stream: TcpStream,
     token: u64,
     self_id: ActorId,
-    new_peer: Option<ActorId>,
+    new_peer: Option<NewPeer>,
     peer_next: u64,
 ) -> Result<Fallout, HandshakeError> {
     let mut st = s.state.lock();
@@ -254,7 +274,7 @@ fn finish(
         return Err(HandshakeError::Simultaneous);
     }
     if let Some(peer) = new_peer {
-        st.peer_id = peer;
+        st.adopt(peer);
     }
     Ok(s.install(node, &mut st, stream, peer_next))
 }
@@ -326,6 +346,11 @@ fn accept_on(
             return Err(e);
         }
     };
+    let program = PeerProgram {
+        pid: request.program_pid,
+        start_time: request.program_start_time,
+        serial: request.serial,
+    };
     let (token, self_id, fallout) = {
         let mut st = s.state.lock();
         if node.is_stopping() {
@@ -340,8 +365,9 @@ fn accept_on(
             // restart. Refused quietly; the session goes on.
             return Err(HandshakeError::Simultaneous);
         }
+        st.check_serial(program)?;
         let fallout = if st.established {
-            s.terminate(node, &mut st, super::error::SessionError::PeerRestarted)
+            s.restart(node, &mut st, super::error::SessionError::PeerRestarted)
         } else {
             Fallout::default()
         };
@@ -352,13 +378,22 @@ fn accept_on(
         (token, st.self_id, fallout)
     };
     fallout.deliver(node, peer_node);
-    let success = node.success(self_id, &nonce);
+    let mut success = node.success(self_id, &nonce);
+    // YDB's responder grants what the requester asked: XXH3 checksums, and the XDC
+    // shuffle flag (inert without XDC).
+    success.use_xxhash = Some(request.request_xxhash == Some(true));
+    success.use_xdc_shuffle = Some(request.request_xdc_shuffle == Some(true));
+    let peer = NewPeer {
+        id: peer_session,
+        checksum: PacketChecksum::negotiated(success.use_xxhash),
+        program,
+    };
     let reply = HandshakeReply {
         success: Some(success),
         ..Default::default()
     };
     let sent = c.send(&ExBlock::new(reply.encode()).encode());
-    install_accepted(node, &s, c, sent, (token, self_id), Some(peer_session), 0)
+    install_accepted(node, &s, c, sent, (token, self_id), Some(peer), 0)
 }
 
 /// Step 5 of the accepting side: the reply went out (`sent`); the connection is installed
@@ -370,7 +405,7 @@ fn install_accepted(
     c: &Conn,
     sent: Result<(), HandshakeError>,
     (token, self_id): (u64, ActorId),
-    peer_session: Option<ActorId>,
+    peer_session: Option<NewPeer>,
     peer_next: u64,
 ) -> Result<(), HandshakeError> {
     let mut st = s.state.lock();
@@ -386,7 +421,7 @@ fn install_accepted(
         }
     };
     if let Some(peer) = peer_session {
-        st.peer_id = peer;
+        st.adopt(peer);
     }
     let fallout = s.install(node, &mut st, stream, peer_next);
     drop(st);
@@ -526,9 +561,6 @@ pub(crate) fn check_success_flags(success: &HandshakeSuccess) -> Result<(), Hand
     }
     if success.use_external_data_channel == Some(true) {
         return Err(HandshakeError::Incompatible("the peer uses XDC".into()));
-    }
-    if success.use_xxhash == Some(true) {
-        return Err(HandshakeError::Incompatible("the peer uses XXH3".into()));
     }
     Ok(())
 }

@@ -18,7 +18,9 @@ use super::names::NameService;
 use super::session::{outbox_meta, OutEvent, Session};
 use super::setup::{Config, InterconnectSetup};
 use super::stats::{Refusal, SessionStats};
-use super::wire::{ClusterUuids, HandshakeRequest, HandshakeSuccess, HANDSHAKE_PROTOCOL};
+use super::wire::{
+    ClusterUuids, HandshakeRequest, HandshakeSuccess, SuccessRdma, HANDSHAKE_PROTOCOL,
+};
 use crate::actors::{
     Actor, ActorContext, ActorId, ActorSystem, DeadLetterReason, EventHandle, Handled, RemoteRouter,
 };
@@ -127,7 +129,9 @@ impl NodeShared {
         })
     }
 
-    /// Our `THandshakeRequest` to `peer` for session `self_id` (`YDB_WIRE.md` §3.4).
+    /// Our `THandshakeRequest` to `peer` for session `self_id` (`YDB_WIRE.md` §3.4), with
+    /// the fields YDB always sets (§6.6): `UUID` when there is a cluster id,
+    /// `RequestAuthOnly`, `HandshakeId`, `RequestXxhash` and `RequestXdcShuffle`.
     pub(crate) fn request(&self, peer: u32, self_id: ActorId, nonce: &[u8]) -> HandshakeRequest {
         let sender_actor_id = self_id.to_string();
         let mut params = Vec::new();
@@ -163,7 +167,11 @@ impl NodeShared {
             request_modern_frame: Some(true),
             request_extended_trace_fmt: Some(true),
             request_external_data_channel: Some(false),
-            request_xxhash: Some(false),
+            uuid: self.cluster_uuid.clone(),
+            request_auth_only: Some(false),
+            handshake_id: Some(self.random_bytes().to_vec()),
+            request_xxhash: Some(true),
+            request_xdc_shuffle: Some(true),
             params,
             ..Default::default()
         }
@@ -278,7 +286,9 @@ impl NodeShared {
         true
     }
 
-    /// Our `THandshakeSuccess` for session `self_id` (accepting side).
+    /// Our `THandshakeSuccess` for session `self_id` (accepting side), with the fields YDB
+    /// always sets (`AuthOnly`, `RdmaErr`); the caller sets `UseXxhash` and
+    /// `UseXdcShuffle` from the request.
     pub(crate) fn success(&self, self_id: ActorId, peer_nonce: &[u8]) -> HandshakeSuccess {
         let sender_actor_id = self_id.to_string();
         let mut params = Vec::new();
@@ -307,7 +317,9 @@ impl NodeShared {
             use_modern_frame: Some(true),
             use_extended_trace_fmt: Some(true),
             use_external_data_channel: Some(false),
+            auth_only: Some(false),
             use_xxhash: Some(false),
+            rdma: Some(SuccessRdma::RdmaErr("no RDMA on this node".into())),
             params,
             ..Default::default()
         }
@@ -432,6 +444,8 @@ impl StatsSource for IcStatsSource {
                 ("reconnects.count", n(st.reconnects)),
                 ("sessions_ended.count", n(st.sessions_ended)),
                 ("queued_events.count", st.queued_events),
+                ("queued_bytes.count", st.queued_bytes),
+                ("events_refused.count", n(st.events_refused)),
                 ("rtt.us", rtt),
             ] {
                 out(Quantity {

@@ -22,15 +22,23 @@ use super::{Input, Session};
 use crate::actors::{Body, EventFlags, EventHandle};
 use crate::interconnect::error::SessionError;
 use crate::interconnect::node::NodeShared;
-use crate::interconnect::wire::{parts, EventDescriptor, Packet, PacketKind, WireError};
+use crate::interconnect::wire::{
+    parts, EventDescriptor, Packet, PacketChecksum, PacketKind, WireError,
+};
 
 const READ_CHUNK: usize = 256 << 10;
 
-pub(crate) fn spawn_reader(node: Arc<NodeShared>, s: Arc<Session>, gen: u64, stream: TcpStream) {
+/// Starts the reader of connection `gen`, whose packets carry checksums of `mode`.
+pub(crate) fn spawn_reader(
+    node: Arc<NodeShared>,
+    s: Arc<Session>,
+    (gen, mode): (u64, PacketChecksum),
+    stream: TcpStream,
+) {
     let name = format!("ic{}<-{}", node.node_id, s.peer);
     let spawned = std::thread::Builder::new()
         .name(name)
-        .spawn(move || run(&node, &s, gen, stream));
+        .spawn(move || run(&node, &s, (gen, mode), stream));
     if let Err(e) = spawned {
         tracing::error!(error = %e, "interconnect: cannot start a reader thread");
     }
@@ -47,7 +55,7 @@ struct Effects {
     skipped: u64,
 }
 
-fn run(node: &Arc<NodeShared>, s: &Arc<Session>, gen: u64, mut stream: TcpStream) {
+fn run(node: &Arc<NodeShared>, s: &Arc<Session>, (gen, mode): (u64, PacketChecksum), mut stream: TcpStream) {
     let _ = stream.set_read_timeout(None);
     // Bytes [start, end) of `buf` are read and not yet processed (a packet cut short).
     let mut buf = vec![0u8; READ_CHUNK * 2];
@@ -86,7 +94,7 @@ fn run(node: &Arc<NodeShared>, s: &Arc<Session>, gen: u64, mut stream: TcpStream
                 input.assembly.clear();
                 input.assembly_bytes = 0;
             }
-            let r = process(node, &mut input, &buf[start..end], &mut prev_data, &mut fx);
+            let r = process(node, &mut input, &buf[start..end], (mode, &mut prev_data), &mut fx);
             s.publish_processed(input.epoch, input.last_processed);
             r
         };
@@ -133,6 +141,15 @@ fn run(node: &Arc<NodeShared>, s: &Arc<Session>, gen: u64, mut stream: TcpStream
     };
     let f = {
         let mut st = s.state.lock();
+        // A clean end of stream with nothing of ours pending ends the session at once (YDB's
+        // rule): the peer stopped or ended it, and a resume would only wait out the
+        // lost-connection timeout.
+        let eof = matches!(err, SessionError::Io(std::io::ErrorKind::UnexpectedEof, _));
+        let err = if eof && st.nothing_pending() {
+            SessionError::ClosedByPeer
+        } else {
+            err
+        };
         s.lose(node, &mut st, gen, err)
     };
     f.deliver(node, s.peer);
@@ -144,7 +161,7 @@ fn process(
     node: &NodeShared,
     input: &mut Input,
     bytes: &[u8],
-    prev_data: &mut Option<u64>,
+    (mode, prev_data): (PacketChecksum, &mut Option<u64>),
     fx: &mut Effects,
 ) -> Result<usize, (usize, SessionError)> {
     let mut at = 0;
@@ -159,7 +176,7 @@ fn process(
             break;
         }
         let payload = &b[Packet::HEADER_LEN..total];
-        let actual = Packet::checksum(confirm, serial, payload);
+        let actual = mode.compute(confirm, serial, payload);
         if actual != checksum {
             let e = WireError::BadChecksum {
                 expected: checksum,

@@ -4,6 +4,8 @@
 //! connections.
 #![allow(dead_code)]
 
+pub mod fake_peer;
+
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

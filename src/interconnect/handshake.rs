@@ -276,7 +276,9 @@ fn finish(
     if let Some(peer) = new_peer {
         st.adopt(peer);
     }
-    Ok(s.install(node, &mut st, stream, peer_next))
+    let fallout = s.install(node, &mut st, stream, peer_next);
+    st.outgoing_since = Some(Instant::now());
+    Ok(fallout)
 }
 
 /// The accepting side of one incoming connection (see the module docs); runs on a thread
@@ -446,7 +448,13 @@ fn accept_resume(
             && hello.self_virtual_id == st.peer_id;
         if !ours {
             None
-        } else if st.connecting.is_some() && peer_node > node.node_id {
+        } else if peer_node > node.node_id
+            && (st.connecting.is_some() || fresh_outgoing(&st, node.cfg.handshake_timeout))
+        {
+            // The lower id's connection wins, also when ours completed first: the peer
+            // accepted it, and this resume of the peer's was started before that. Taking
+            // it would close the connection the peer now uses (and an idle session would
+            // end on that clean close).
             return Err(HandshakeError::Simultaneous);
         } else {
             st.attempts += 1;
@@ -469,6 +477,13 @@ fn accept_resume(
     };
     let sent = c.send(&reply.encode());
     install_accepted(node, s, c, sent, (token, self_id), None, hello.next_packet)
+}
+
+/// Whether the connection of the moment is ours (our connect installed it) and younger than
+/// a handshake may take: a resume from the peer now raced with it.
+fn fresh_outgoing(st: &super::session::State, within: Duration) -> bool {
+    matches!(st.conn, super::session::Conn::Connected { .. })
+        && st.outgoing_since.is_some_and(|t| t.elapsed() < within)
 }
 
 /// Sends a refusal with its reason (`ErrorExplaination`); best effort.

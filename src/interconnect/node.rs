@@ -557,11 +557,21 @@ fn shutdown(node: &Arc<NodeShared>) {
 ///   packets are sent again with their serials, and the receiver skips what it already
 ///   processed).
 /// - **Non-delivery**: when a session ends (no connection within the lost-connection
-///   timeout, a refused handshake, a restarted peer, a protocol violation), its queued
-///   events are not delivered, reason `Disconnected`: an event with `TRACK_DELIVERY` gets
+///   timeout, a dead peer, a refused handshake, a protocol violation, a clean close by the
+///   peer with nothing pending), its queued events are not delivered, reason
+///   `Disconnected`: an event with `TRACK_DELIVERY` gets
 ///   [`Undelivered`](crate::actors::Undelivered); one already sent but never confirmed
 ///   (the peer may have processed it) is forwarded or gets it only if it also asked for
-///   `GENERATE_UNSURE_UNDELIVERED` (then `unsure: true`).
+///   `GENERATE_UNSURE_UNDELIVERED` (then `unsure: true`). When the peer restarted (it
+///   refuses a resume, or asks for a new session), the queued events go out in a new
+///   session instead, started at once.
+/// - **Bounded queues**: a session queues at most
+///   [`max_queued_events`](super::InterconnectSetup::max_queued_events) events and
+///   [`max_queued_bytes`](super::InterconnectSetup::max_queued_bytes) bytes; an event
+///   beyond them is not delivered at once (reason
+///   [`Overloaded`](crate::actors::DeadLetterReason::Overloaded)) and counted.
+/// - **Dead peers**: a peer silent, or confirming nothing it was sent, for the dead-peer
+///   timeout ends the session.
 ///   On the peer, an unknown recipient gives `Undelivered(ActorUnknown)` back over the
 ///   wire, with the cookie.
 /// - **Subscriptions**: [`Subscribe`] to [`ActorId::interconnect_proxy`]`(node)`, or any

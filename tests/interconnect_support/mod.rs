@@ -334,7 +334,9 @@ pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
 }
 
 /// A TCP proxy on 127.0.0.1 that pipes every connection to `target` both ways and cuts
-/// each one (shuts down both of its sockets) once it has lived a random 200–400 ms.
+/// each one once it has lived a random 200–400 ms. A cut is a network failure: both nodes
+/// get a reset (SO_LINGER 0), never an end of stream, which a node takes for its peer
+/// closing the session.
 pub struct CuttingProxy {
     addr: SocketAddr,
     shared: Arc<ProxyShared>,
@@ -345,6 +347,8 @@ struct Live {
     up: TcpStream,
     cut_at: Instant,
     ended: Arc<AtomicBool>,
+    /// Set when the proxy cuts: the pipes then close without a FIN.
+    cut: Arc<AtomicBool>,
 }
 
 struct ProxyShared {
@@ -423,6 +427,9 @@ fn accept_loop(s: &Arc<ProxyShared>, listener: &TcpListener, target: SocketAddr)
         };
         let _ = down.set_nodelay(true);
         let _ = up.set_nodelay(true);
+        // Closing the last descriptor of a socket with a zero linger sends a reset.
+        let _ = socket2::SockRef::from(&down).set_linger(Some(Duration::ZERO));
+        let _ = socket2::SockRef::from(&up).set_linger(Some(Duration::ZERO));
         let k = s.accepted.fetch_add(1, Ordering::SeqCst);
         let (Ok(d2), Ok(u2), Ok(d3), Ok(u3)) = (
             down.try_clone(),
@@ -433,20 +440,23 @@ fn accept_loop(s: &Arc<ProxyShared>, listener: &TcpListener, target: SocketAddr)
             continue;
         };
         let ended = Arc::new(AtomicBool::new(false));
+        let cut = Arc::new(AtomicBool::new(false));
         s.live.lock().unwrap().push(Live {
             down: d3,
             up: u3,
             cut_at: Instant::now() + lifetime(k),
             ended: ended.clone(),
+            cut: cut.clone(),
         });
-        let e = ended.clone();
-        std::thread::spawn(move || pipe(down, up, &e));
-        std::thread::spawn(move || pipe(u2, d2, &ended));
+        let (e, c) = (ended.clone(), cut.clone());
+        std::thread::spawn(move || pipe(down, up, &e, &c));
+        std::thread::spawn(move || pipe(u2, d2, &ended, &cut));
     }
 }
 
-/// Copies `from` to `to` until either side ends, then shuts both down.
-fn pipe(mut from: TcpStream, mut to: TcpStream, ended: &AtomicBool) {
+/// Copies `from` to `to` until either side ends, then shuts both down; after a cut, only
+/// drops its descriptors (the last one closed sends the reset).
+fn pipe(mut from: TcpStream, mut to: TcpStream, ended: &AtomicBool, cut: &AtomicBool) {
     let mut buf = vec![0u8; 64 << 10];
     loop {
         match from.read(&mut buf) {
@@ -457,6 +467,9 @@ fn pipe(mut from: TcpStream, mut to: TcpStream, ended: &AtomicBool) {
                 }
             }
         }
+    }
+    if cut.load(Ordering::SeqCst) {
+        return;
     }
     ended.store(true, Ordering::SeqCst);
     let _ = from.shutdown(Shutdown::Both);
@@ -475,8 +488,11 @@ fn cut_loop(s: &Arc<ProxyShared>) {
             if now < l.cut_at {
                 return true;
             }
-            let _ = l.down.shutdown(Shutdown::Both);
-            let _ = l.up.shutdown(Shutdown::Both);
+            // Wake the pipes without sending anything (a read shutdown sends no FIN); they
+            // and this entry then drop every descriptor, and the last close resets.
+            l.cut.store(true, Ordering::SeqCst);
+            let _ = l.down.shutdown(Shutdown::Read);
+            let _ = l.up.shutdown(Shutdown::Read);
             s.cuts.fetch_add(1, Ordering::SeqCst);
             false
         });

@@ -81,6 +81,9 @@ pub(crate) struct State {
     pub(crate) connecting: Option<u64>,
     /// An incoming handshake in progress.
     pub(crate) accepting: Option<u64>,
+    /// When the connection of the moment was installed by our own connect (`None` if it
+    /// was accepted): see `handshake::accept_resume`.
+    pub(crate) outgoing_since: Option<Instant>,
     /// Since when the session has wanted a connection and had none.
     pub(crate) disconnected_since: Option<Instant>,
     pub(crate) driver_started: bool,
@@ -186,6 +189,7 @@ impl Session {
                 attempts: 0,
                 connecting: None,
                 accepting: None,
+                outgoing_since: None,
                 disconnected_since: None,
                 driver_started: false,
                 driver_waiting: false,
@@ -407,6 +411,7 @@ impl Session {
         st.established = true;
         st.connecting = None;
         st.accepting = None;
+        st.outgoing_since = None;
         st.disconnected_since = None;
         st.confirm_sent = 0;
         let mut fallout = Fallout::default();

@@ -16,8 +16,8 @@
 //! - XXH3 packet checksums when the peer asks, YDB's handshake fields, its ping cadence,
 //!   pings answered at once, and the RTT measured.
 //!
-//! Waits are bounded by [`SOON`] (outcomes that follow at once from their cause) or by the
-//! timers the test sets plus [`SOON`]; nothing asserts speed.
+//! Waits are bounded by `SOON` (outcomes that follow at once from their cause) or by the
+//! timers the test sets plus `SOON`; nothing asserts speed.
 
 #![cfg(feature = "interconnect")]
 
@@ -30,16 +30,11 @@ use std::time::{Duration, Instant};
 use agentbox::actors::*;
 use agentbox::interconnect::wire::{EventDescriptor, Packet, PacketChecksum, PacketKind};
 use agentbox::interconnect::{
-    EventCodec, HandshakeError, InterconnectSetup, Serde, SessionError,
-    SessionStats, Subscribe,
+    EventCodec, HandshakeError, InterconnectSetup, Serde, SessionError, SessionStats, Subscribe,
 };
 use agentbox::{ActorId, WrappedEnv};
 use interconnect_support::fake_peer::{event_payload, events_of, request, FakePeer, PROGRAM};
 use interconnect_support::*;
-
-/// The bound on an outcome that follows at once from its cause (a loaded machine may take
-/// a few seconds; a broken build fails here instead of hanging).
-const SOON: Duration = Duration::from_secs(20);
 
 /// Node 1 with node 2 at `peer`, a recorder actor, and what the tests look at.
 struct Rig {
@@ -142,7 +137,11 @@ fn three_fit(events: usize, bytes: usize) -> usize {
         })
         .collect();
     cookies.sort_unstable();
-    assert_eq!(cookies, (3..10).collect::<Vec<_>>(), "limits ({events}, {bytes})");
+    assert_eq!(
+        cookies,
+        (3..10).collect::<Vec<_>>(),
+        "limits ({events}, {bytes})"
+    );
     let st = rig.stats();
     assert_eq!((st.queued_events, st.events_refused), (3, 7), "{st:?}");
     assert!(st.queued_bytes > 0 && st.queued_bytes <= bytes, "{st:?}");
@@ -203,10 +202,17 @@ fn a_peer_that_pings_but_never_confirms_ends_the_session_and_every_event_is_acco
     assert!(ended, "the session never ended: {st:?}");
     assert_eq!(st.sessions_ended, 1, "{st:?}");
     assert!(st.events_refused > 0, "the queue was bounded: {st:?}");
-    assert!(data > 0, "node 1 sent data packets before the window filled");
+    assert!(
+        data > 0,
+        "node 1 sent data packets before the window filled"
+    );
     // Every event comes back once: refused or queued ones sure, sent ones unsure.
     let back = take(&rig.rx, N as usize);
-    let mut cookies: Vec<u64> = back.iter().filter_map(undelivered).map(|(c, _)| c).collect();
+    let mut cookies: Vec<u64> = back
+        .iter()
+        .filter_map(undelivered)
+        .map(|(c, _)| c)
+        .collect();
     cookies.sort_unstable();
     assert_eq!(cookies, (0..N).collect::<Vec<_>>());
     let unsure = back
@@ -214,7 +220,10 @@ fn a_peer_that_pings_but_never_confirms_ends_the_session_and_every_event_is_acco
         .filter_map(undelivered)
         .filter(|(_, u)| u.unsure)
         .count() as u64;
-    assert!(unsure > 0 && unsure <= st.events_out, "{unsure} unsure: {st:?}");
+    assert!(
+        unsure > 0 && unsure <= st.events_out,
+        "{unsure} unsure: {st:?}"
+    );
     rig.wrapped.stop_then_join().unwrap();
 }
 
@@ -240,7 +249,10 @@ fn the_dead_peer_timeout_ends_the_session() {
     while !disconnected {
         let left = deadline.saturating_duration_since(Instant::now());
         let got = rig.rx.recv_timeout(left).unwrap_or_else(|_| {
-            panic!("no NodeDisconnected after the dead-peer timeout: {:?}", rig.stats())
+            panic!(
+                "no NodeDisconnected after the dead-peer timeout: {:?}",
+                rig.stats()
+            )
         });
         disconnected = matches!(got.what, What::Disconnected(2));
     }
@@ -345,7 +357,11 @@ fn a_resume_refused_by_a_restarted_peer_starts_a_new_session_with_what_never_lef
     wait_until("node 1 saw the connection end", || !rig.stats().connected);
     rig.send(2, TRACKED);
     let (mut stream, hello) = FakePeer::accept_initial(&listener);
-    assert_eq!(hello.peer_virtual_id, session_id(1000), "a resume: {hello:?}");
+    assert_eq!(
+        hello.peer_virtual_id,
+        session_id(1000),
+        "a resume: {hello:?}"
+    );
     use std::io::Write;
     stream
         .write_all(&agentbox::interconnect::wire::InitialPacket::empty_reply().encode())
@@ -491,15 +507,18 @@ fn a_lone_ping_request_is_answered_at_once_and_the_rtt_is_the_measured_one() {
     .unwrap();
     let delay = Duration::from_millis(300);
     std::thread::sleep(delay);
-    peer.send(&Packet::ping_response(0, stamp.unwrap())).unwrap();
+    peer.send(&Packet::ping_response(0, stamp.unwrap()))
+        .unwrap();
     wait_until("an RTT figure", || rig.stats().rtt.is_some());
     let rtt = rig.stats().rtt.unwrap();
     assert!(rtt >= delay && rtt < SOON + delay, "rtt {rtt:?}");
     // Let node 1's writer fall asleep, then ask: the answer does not wait for a timer.
     std::thread::sleep(Duration::from_millis(200));
     peer.send(&Packet::ping_request(0, 0xABC)).unwrap();
-    peer.read_until(SOON, |p| p.kind() == PacketKind::PingResponse { stamp: 0xABC })
-        .expect("the ping answered while every timer of node 1 is an hour away");
+    peer.read_until(SOON, |p| {
+        p.kind() == PacketKind::PingResponse { stamp: 0xABC }
+    })
+    .expect("the ping answered while every timer of node 1 is an hour away");
     rig.wrapped.stop_then_join().unwrap();
 }
 

@@ -192,9 +192,6 @@ impl SessionError {
 
     /// Whether the session ends (rather than resuming on a new connection).
     pub fn ends_session(&self) -> bool {
-        !matches!(
-            self,
-            SessionError::Io(..) | SessionError::Checksum(_)
-        )
+        !matches!(self, SessionError::Io(..) | SessionError::Checksum(_))
     }
 }

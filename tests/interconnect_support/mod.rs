@@ -25,6 +25,11 @@ use serde::{Deserialize, Serialize};
 /// loaded): tests wait for outcomes, never for durations.
 pub const PATIENCE: Duration = Duration::from_secs(60);
 
+/// The bound on an outcome that follows at once from its cause, or from a timer the test
+/// set short (an `Undelivered`, a `NodeDisconnected`, a refusal): generous on a loaded
+/// machine, yet a broken build fails in seconds rather than at the harness's timeout.
+pub const SOON: Duration = Duration::from_secs(15);
+
 const SPACE: u32 = event_space_begin(ES_USERSPACE + 11);
 
 /// A numbered request.
@@ -310,6 +315,12 @@ pub fn echo(tx: Option<Sender<Got>>) -> Scripted {
 pub fn next<T>(rx: &Receiver<T>, what: &str) -> T {
     rx.recv_timeout(PATIENCE)
         .unwrap_or_else(|e| panic!("{what} did not come: {e}"))
+}
+
+/// Receives the next item, failing after `bound` (the timers of the test plus [`SOON`]).
+pub fn next_within<T>(rx: &Receiver<T>, bound: Duration, what: &str) -> T {
+    rx.recv_timeout(bound)
+        .unwrap_or_else(|e| panic!("{what} did not come within {bound:?}: {e}"))
 }
 
 /// Receives `n` items, failing after [`PATIENCE`] in all.

@@ -205,9 +205,8 @@ fn write_loop(node: &Arc<NodeShared>, s: &Arc<Session>, gen: u64, stream: &TcpSt
             // a ping period.
             let since_ping = last_ping.map(|t| now.duration_since(t));
             let traffic = !batch.is_empty() || confirm_due;
-            let ping_due = since_ping.is_none_or(|d| {
-                d >= cfg.ping_period || (traffic && d >= busy_period)
-            });
+            let ping_due =
+                since_ping.is_none_or(|d| d >= cfg.ping_period || (traffic && d >= busy_period));
             if ping_due {
                 last_ping = Some(now);
                 let stamp = node.now_nanos() & !Packet::PING_REQUEST_MASK;
@@ -226,8 +225,9 @@ fn write_loop(node: &Arc<NodeShared>, s: &Arc<Session>, gen: u64, stream: &TcpSt
                 }
             }
             if batch.is_empty() {
-                let mut wait = last_ping
-                    .map_or(Duration::ZERO, |t| (t + cfg.ping_period).saturating_duration_since(now));
+                let mut wait = last_ping.map_or(Duration::ZERO, |t| {
+                    (t + cfg.ping_period).saturating_duration_since(now)
+                });
                 if confirm_due {
                     wait = wait.min(cfg.confirm_delay);
                 }

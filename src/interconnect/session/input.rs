@@ -55,7 +55,12 @@ struct Effects {
     skipped: u64,
 }
 
-fn run(node: &Arc<NodeShared>, s: &Arc<Session>, (gen, mode): (u64, PacketChecksum), mut stream: TcpStream) {
+fn run(
+    node: &Arc<NodeShared>,
+    s: &Arc<Session>,
+    (gen, mode): (u64, PacketChecksum),
+    mut stream: TcpStream,
+) {
     let _ = stream.set_read_timeout(None);
     // Bytes [start, end) of `buf` are read and not yet processed (a packet cut short).
     let mut buf = vec![0u8; READ_CHUNK * 2];
@@ -94,7 +99,13 @@ fn run(node: &Arc<NodeShared>, s: &Arc<Session>, (gen, mode): (u64, PacketChecks
                 input.assembly.clear();
                 input.assembly_bytes = 0;
             }
-            let r = process(node, &mut input, &buf[start..end], (mode, &mut prev_data), &mut fx);
+            let r = process(
+                node,
+                &mut input,
+                &buf[start..end],
+                (mode, &mut prev_data),
+                &mut fx,
+            );
             s.publish_processed(input.epoch, input.last_processed);
             r
         };

@@ -455,7 +455,11 @@ impl Session {
         }
         if err.ends_session() {
             if err == SessionError::ClosedByPeer {
-                tracing::debug!(node = node.node_id, peer = self.peer, "interconnect session closed by the peer");
+                tracing::debug!(
+                    node = node.node_id,
+                    peer = self.peer,
+                    "interconnect session closed by the peer"
+                );
             } else {
                 tracing::warn!(node = node.node_id, peer = self.peer, error = %err, "interconnect session ends");
             }

@@ -245,7 +245,10 @@ mod packet {
         assert_eq!(PacketChecksum::Xxh3.compute(3, 7, b"parts"), 0xE05D_3161);
         // A ping request (no payload): 0x96949CA36BF634D1.
         let ping = Packet::ping_request(0, 12345);
-        assert_eq!(PacketChecksum::Xxh3.compute(0, ping.serial, &[]), 0x6BF6_34D1);
+        assert_eq!(
+            PacketChecksum::Xxh3.compute(0, ping.serial, &[]),
+            0x6BF6_34D1
+        );
         // 1000 payload bytes (XXH3's long-input path): 0x11BDAA04F2F6FA95.
         let payload: Vec<u8> = (0..1000u32).map(|i| (i * 7 + 1) as u8).collect();
         assert_eq!(PacketChecksum::Xxh3.compute(41, 42, &payload), 0xF2F6_FA95);
@@ -260,10 +263,7 @@ mod packet {
             Packet::decode(&bytes),
             Err(WireError::BadChecksum { .. })
         ));
-        assert_eq!(
-            PacketChecksum::negotiated(Some(true)),
-            PacketChecksum::Xxh3
-        );
+        assert_eq!(PacketChecksum::negotiated(Some(true)), PacketChecksum::Xxh3);
         for off in [None, Some(false)] {
             assert_eq!(PacketChecksum::negotiated(off), PacketChecksum::Crc32c);
         }

@@ -126,7 +126,7 @@ impl PacketChecksum {
             PacketChecksum::Crc32c => crc32c_extend(crc32c_extend(0, &header), payload),
             PacketChecksum::Xxh3 => {
                 use std::hash::Hasher as _;
-                let mut h = twox_hash::XxHash3_64::with_seed(0);
+                let mut h = twox_hash::XxHash3_64::new();
                 h.write(&header);
                 h.write(payload);
                 // YDB keeps the 64-bit digest in a u32: its low half.

@@ -53,7 +53,7 @@ use super::session::{Fallout, NewPeer, PeerProgram, Session};
 use super::stats::Refusal;
 use super::wire::{
     ClusterUuids, ExBlock, HandshakeReply, HandshakeRequest, HandshakeSuccess, InitialPacket,
-    KeyValuePair, PacketChecksum, PROTOCOL_VERSION,
+    KeyValuePair, PROTOCOL_VERSION,
 };
 use crate::actors::ActorId;
 
@@ -247,16 +247,8 @@ fn connect_on(
     let success = reply
         .success
         .ok_or_else(|| HandshakeError::Incompatible("empty reply".into()))?;
-    let id = node.check_success(s.peer, &success, &nonce)?;
-    let peer = NewPeer {
-        id,
-        checksum: PacketChecksum::negotiated(success.use_xxhash),
-        program: PeerProgram {
-            pid: success.program_pid,
-            start_time: success.program_start_time,
-            serial: success.serial,
-        },
-    };
+    let peer = node.check_success(s.peer, &success, &nonce)?;
+    let peer = NewPeer::from_success(peer, &success);
     finish(node, s, c.stream, token, self_id, Some(peer), 0)
 }
 
@@ -348,11 +340,6 @@ fn accept_on(
             return Err(e);
         }
     };
-    let program = PeerProgram {
-        pid: request.program_pid,
-        start_time: request.program_start_time,
-        serial: request.serial,
-    };
     let (token, self_id, fallout) = {
         let mut st = s.state.lock();
         if node.is_stopping() {
@@ -367,7 +354,7 @@ fn accept_on(
             // restart. Refused quietly; the session goes on.
             return Err(HandshakeError::Simultaneous);
         }
-        st.check_serial(program)?;
+        st.check_serial(PeerProgram::of_request(&request))?;
         let fallout = if st.established {
             s.restart(node, &mut st, super::error::SessionError::PeerRestarted)
         } else {
@@ -381,15 +368,7 @@ fn accept_on(
     };
     fallout.deliver(node, peer_node);
     let mut success = node.success(self_id, &nonce);
-    // YDB's responder grants what the requester asked: XXH3 checksums, and the XDC
-    // shuffle flag (inert without XDC).
-    success.use_xxhash = Some(request.request_xxhash == Some(true));
-    success.use_xdc_shuffle = Some(request.request_xdc_shuffle == Some(true));
-    let peer = NewPeer {
-        id: peer_session,
-        checksum: PacketChecksum::negotiated(success.use_xxhash),
-        program,
-    };
+    let peer = NewPeer::grant(peer_session, &request, &mut success);
     let reply = HandshakeReply {
         success: Some(success),
         ..Default::default()

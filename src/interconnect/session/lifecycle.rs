@@ -24,7 +24,7 @@ use super::{Conn, Fallout, Session, State};
 use crate::actors::ActorId;
 use crate::interconnect::error::{HandshakeError, SessionError};
 use crate::interconnect::node::NodeShared;
-use crate::interconnect::wire::PacketChecksum;
+use crate::interconnect::wire::{HandshakeRequest, HandshakeSuccess, PacketChecksum};
 
 /// The peer's program as its handshake names it, with the handshake's serial.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,6 +42,49 @@ pub(crate) struct NewPeer {
     /// The packet checksum the handshake chose (`UseXxhash`).
     pub(crate) checksum: PacketChecksum,
     pub(crate) program: PeerProgram,
+}
+
+impl PeerProgram {
+    /// The program a new-session request comes from.
+    pub(crate) fn of_request(r: &HandshakeRequest) -> PeerProgram {
+        PeerProgram {
+            pid: r.program_pid,
+            start_time: r.program_start_time,
+            serial: r.serial,
+        }
+    }
+}
+
+impl NewPeer {
+    /// What our new session takes from the peer's success (connecting side).
+    pub(crate) fn from_success(id: ActorId, s: &HandshakeSuccess) -> NewPeer {
+        NewPeer {
+            id,
+            checksum: PacketChecksum::negotiated(s.use_xxhash),
+            program: PeerProgram {
+                pid: s.program_pid,
+                start_time: s.program_start_time,
+                serial: s.serial,
+            },
+        }
+    }
+
+    /// Grants in `success` what the request asked as YDB's responder does (XXH3 checksums,
+    /// and the XDC shuffle flag, inert without XDC); returns what our new session takes
+    /// from the handshake (accepting side).
+    pub(crate) fn grant(
+        id: ActorId,
+        request: &HandshakeRequest,
+        success: &mut HandshakeSuccess,
+    ) -> NewPeer {
+        success.use_xxhash = Some(request.request_xxhash == Some(true));
+        success.use_xdc_shuffle = Some(request.request_xdc_shuffle == Some(true));
+        NewPeer {
+            id,
+            checksum: PacketChecksum::negotiated(success.use_xxhash),
+            program: PeerProgram::of_request(request),
+        }
+    }
 }
 
 impl State {

@@ -126,7 +126,7 @@ fn three_fit(events: usize, bytes: usize) -> usize {
     for n in 0..10 {
         rig.send(n, TRACKED);
     }
-    let back = take(&rig.rx, 7);
+    let back = take_within(&rig.rx, 7, SOON);
     let mut cookies: Vec<u64> = back
         .iter()
         .filter_map(undelivered)
@@ -207,7 +207,7 @@ fn a_peer_that_pings_but_never_confirms_ends_the_session_and_every_event_is_acco
         "node 1 sent data packets before the window filled"
     );
     // Every event comes back once: refused or queued ones sure, sent ones unsure.
-    let back = take(&rig.rx, N as usize);
+    let back = take_within(&rig.rx, N as usize, SOON);
     let mut cookies: Vec<u64> = back
         .iter()
         .filter_map(undelivered)
@@ -269,7 +269,7 @@ fn a_handshake_with_a_stale_serial_is_dropped_and_the_session_goes_on() {
         FakePeer::connect(rig.addr, request(session_id(1000), 1, false)).expect("handshake A");
     a.send(&Packet::data(0, 1, rig.ping_payload(1))).unwrap();
     a.read_until(SOON, |p| p.packet.confirm >= 1).unwrap();
-    assert_eq!(next(&rig.rx, "Ping(1)").what, What::Ping(1));
+    assert_eq!(next_within(&rig.rx, SOON, "Ping(1)").what, What::Ping(1));
 
     // The same program, a lower serial, then the same serial: dropped without a reply.
     for serial in [500, 1000] {
@@ -293,7 +293,7 @@ fn a_handshake_with_a_stale_serial_is_dropped_and_the_session_goes_on() {
     assert_eq!(st.peer_session_id, session_id(1000), "{st:?}");
     a.send(&Packet::data(0, 2, rig.ping_payload(2))).unwrap();
     a.read_until(SOON, |p| p.packet.confirm >= 2).unwrap();
-    assert_eq!(next(&rig.rx, "Ping(2)").what, What::Ping(2));
+    assert_eq!(next_within(&rig.rx, SOON, "Ping(2)").what, What::Ping(2));
 
     // Another program (a restarted peer) with a lower serial is a new session.
     let mut other = request(session_id(7), 1, false);
@@ -319,7 +319,7 @@ fn a_clean_close_with_nothing_pending_ends_the_session_at_once() {
         EventFlags::empty(),
         3,
     );
-    let got = next(&rx, "NodeConnected");
+    let got = next_within(&rx, SOON, "NodeConnected");
     assert_eq!(got.what, What::Connected(2));
     // Node 2 stops: its side closes the connection, nothing of node 1's is pending.
     nodes[1].ic.stop();
@@ -454,7 +454,7 @@ fn xxh3_checksums_when_the_peer_asks_for_them() {
     // Our XXH3 packet is taken and confirmed in XXH3 packets (read_until decodes XXH3).
     peer.send(&Packet::data(0, 1, rig.ping_payload(5))).unwrap();
     peer.read_until(SOON, |p| p.packet.confirm >= 1).unwrap();
-    assert_eq!(next(&rig.rx, "Ping(5)").what, What::Ping(5));
+    assert_eq!(next_within(&rig.rx, SOON, "Ping(5)").what, What::Ping(5));
     // A CRC32C packet is now a checksum error.
     let crc = Packet::data(0, 2, rig.ping_payload(6)).encode();
     std::io::Write::write_all(&mut peer.stream, &crc).unwrap();

@@ -325,7 +325,12 @@ pub fn next_within<T>(rx: &Receiver<T>, bound: Duration, what: &str) -> T {
 
 /// Receives `n` items, failing after [`PATIENCE`] in all.
 pub fn take<T>(rx: &Receiver<T>, n: usize) -> Vec<T> {
-    let deadline = Instant::now() + PATIENCE;
+    take_within(rx, n, PATIENCE)
+}
+
+/// Receives `n` items, failing after `bound` in all.
+pub fn take_within<T>(rx: &Receiver<T>, n: usize, bound: Duration) -> Vec<T> {
+    let deadline = Instant::now() + bound;
     (0..n)
         .map(|i| {
             let left = deadline.saturating_duration_since(Instant::now());

@@ -390,7 +390,7 @@ impl Session {
             }
         };
         if let Conn::Connected { stream, .. } = &st.conn {
-            let _ = stream.shutdown(Shutdown::Both);
+            drop_for_resume(stream);
         }
         // The handshake's deadlines are over: the writer may block up to the dead-peer
         // timeout, the reader (see `input`) without limit.
@@ -440,7 +440,7 @@ impl Session {
             if *g != gen {
                 return Fallout::default();
             }
-            let _ = stream.shutdown(Shutdown::Both);
+            drop_for_resume(stream);
             st.conn = Conn::None;
             // A new generation: the connection's writer and reader stop at their next
             // look, and what is queued from now on waits for the next connection.
@@ -473,6 +473,15 @@ impl Session {
         }
         Fallout::default()
     }
+}
+
+/// Closes a connection that the session resumes on another one: with a reset once its
+/// last descriptor closes (SO_LINGER 0), never with an end of stream, which the peer takes
+/// for the end of the session when it has nothing pending (YDB's clean-close rule). The
+/// read shutdown wakes our reader and sends nothing.
+fn drop_for_resume(stream: &TcpStream) {
+    let _ = socket2::SockRef::from(stream).set_linger(Some(std::time::Duration::ZERO));
+    let _ = stream.shutdown(Shutdown::Read);
 }
 
 impl State {

@@ -298,8 +298,9 @@ fn a_handshake_with_a_stale_serial_is_dropped_and_the_session_goes_on() {
     // Another program (a restarted peer) with a lower serial is a new session.
     let mut other = request(session_id(7), 1, false);
     other.program_start_time = PROGRAM.1 + 1;
-    FakePeer::connect(rig.addr, other).expect("a restarted peer's handshake");
+    let _restarted = FakePeer::connect(rig.addr, other).expect("a restarted peer's handshake");
     wait_until("the old session ended", || rig.stats().sessions_ended == 1);
+    assert_ne!(rig.stats().peer_session_id, session_id(1000));
     rig.wrapped.stop_then_join().unwrap();
 }
 

@@ -133,9 +133,22 @@ impl FakePeer {
         })
     }
 
-    /// Accepts the node's next connection on `listener` and reads its initial packet.
+    /// Accepts the node's next connection on `listener` and reads its initial packet;
+    /// fails if none comes within [`SOON`](super::SOON).
     pub fn accept_initial(listener: &TcpListener) -> (TcpStream, InitialPacket) {
-        let (mut stream, _) = listener.accept().unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let deadline = Instant::now() + super::SOON;
+        let mut stream = loop {
+            match listener.accept() {
+                Ok((stream, _)) => break stream,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    assert!(Instant::now() < deadline, "the node did not connect");
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Err(e) => panic!("accept: {e}"),
+            }
+        };
+        stream.set_nonblocking(false).unwrap();
         set_timeouts(&stream);
         let hello = read_initial(&mut stream).expect("the node's initial packet");
         (stream, hello)

@@ -9,8 +9,11 @@
 //!    exactly the previous + 1; anything else ends the session.
 //! 4. Inline parts add to their channel's event; a descriptor part completes it. An event
 //!    over the size limit, a malformed part or an XDC part ends the session.
-//! 5. Empty packets: bit 63 ping request (answered), bit 62 ping response (the RTT), bit 61
-//!    clock sample, else only a confirm.
+//! 5. Empty packets: bit 63 ping request (answered at once: the writer is woken), bit 62
+//!    ping response (the RTT), bit 61 clock sample, else only a confirm.
+//! 6. The checksum is the session's (CRC32C, or XXH3 if the handshake chose it).
+//! 7. An end of stream while nothing of ours is queued or unconfirmed ends the session at
+//!    once (`ClosedByPeer`, YDB's clean close); any other end of the connection resumes.
 
 use std::io::Read;
 use std::net::TcpStream;

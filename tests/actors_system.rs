@@ -567,6 +567,10 @@ fn setup_errors_are_typed() {
         ActorSystem::start(env, SystemSetup::new(1 << 20)),
         Err(SystemError::InvalidNodeId(_))
     ));
+    // The largest node id that fits the 20 bits of an ActorId is accepted.
+    let top = ActorSystem::start(env, SystemSetup::new(ActorId::MAX_NODE_ID))
+        .expect("node id 0xFFFFF is valid");
+    assert_eq!(top.node_id(), 0xF_FFFF);
     assert!(matches!(
         ActorSystem::start(env, SystemSetup::new(1).pool(PoolConfig::new("A")).pool(PoolConfig::new("A"))),
         Err(SystemError::DuplicatePool(p)) if p == "A"
@@ -598,6 +602,7 @@ fn stop_ends_every_actor_and_refuses_registration() {
     let ids: Vec<ActorId> = (0..4)
         .map(|_| sys.register(recorder(tx.clone())).unwrap())
         .collect();
+    assert!(!sys.is_stopping(), "a running system is not stopping");
     sys.stop();
     assert!(sys.is_stopping());
     assert!(matches!(

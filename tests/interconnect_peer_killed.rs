@@ -140,7 +140,8 @@ fn kill_the_peer_then_send(flags: EventFlags, unsure_ok: bool) {
     let mut undelivered = Vec::new();
     let mut unsure = 0;
     while !disconnected || undelivered.len() < cookies.clone().count() {
-        let Ok(got) = rx.recv_timeout(PATIENCE) else {
+        // The lost-connection timeout (2 s) ends the session, then everything comes.
+        let Ok(got) = rx.recv_timeout(SOON) else {
             panic!(
                 "disconnected: {disconnected}, undelivered: {undelivered:?}; session: {:?}",
                 node.ic.session_stats(2)

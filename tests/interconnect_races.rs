@@ -11,10 +11,29 @@ use std::time::{Duration, Instant};
 
 use agentbox::actors::*;
 use agentbox::interconnect::wire::{
-    ExBlock, HandshakeReply, HandshakeRequest, InitialPacket, HANDSHAKE_PROTOCOL,
+    ExBlock, HandshakeReply, HandshakeRequest, InitialPacket, Packet, HANDSHAKE_PROTOCOL,
 };
 use agentbox::interconnect::{Interconnect, InterconnectSetup, NameService, NodeAddress};
 use agentbox::{ActorId, WrappedEnv};
+
+/// The next connection to `l`, failing after `patience` (no test waits unbounded).
+fn accept_within(l: &TcpListener, patience: Duration) -> TcpStream {
+    l.set_nonblocking(true).unwrap();
+    let deadline = Instant::now() + patience;
+    loop {
+        match l.accept() {
+            Ok((s, _)) => {
+                s.set_nonblocking(false).unwrap();
+                return s;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                assert!(Instant::now() < deadline, "no connection in {patience:?}");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => panic!("accept: {e}"),
+        }
+    }
+}
 
 fn read_n(s: &mut TcpStream, n: usize) -> Vec<u8> {
     let mut b = vec![0u8; n];
@@ -74,12 +93,15 @@ fn a_stale_resume_s_session_mismatch_does_not_end_the_session_that_replaced_it()
     )
     .unwrap();
 
-    // Session 1: the fake node 1 connects, then drops the connection.
+    // Session 1: the fake node 1 connects, gets an event it never confirms, then drops the
+    // connection (with nothing pending, node 2 would end the session instead of resuming).
     let f1 = ActorId::new(1, 0x1111, 0);
-    let (s1, t1) = handshake(real, f1);
+    let (mut s1, t1) = handshake(real, f1);
+    system.send(ActorId::new(1, 5, 0), Poison);
+    let _ = read_n(&mut s1, Packet::HEADER_LEN);
     drop(s1);
     // Node 2 (established) now tries to resume: hold its attempt without answering.
-    let (mut resume, _) = fake_listener.accept().unwrap();
+    let mut resume = accept_within(&fake_listener, Duration::from_secs(30));
     resume
         .set_read_timeout(Some(Duration::from_secs(5)))
         .unwrap();

@@ -84,7 +84,7 @@ fn run(case: Case) {
     stranger
         .system
         .send_with(target, sender, Ping(1), EventFlags::TRACK_DELIVERY, 5);
-    let got = next(&rx, "the Undelivered");
+    let got = next_within(&rx, SOON, "the Undelivered");
     assert_eq!(
         (got.what, got.sender, got.cookie),
         (

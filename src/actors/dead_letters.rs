@@ -21,6 +21,11 @@ pub enum DeadLetterReason {
     /// The recipient is on another node and the event's type has no codec registered with
     /// the interconnect, so it cannot leave this node.
     NotSerializable,
+    /// The recipient is on another node and the session to it already held as many
+    /// events or bytes as it may queue (the peer is slow or does not confirm): the event
+    /// was not queued. An `Undelivered` for it says `Disconnected`, as YDB's for a session
+    /// ended by an overloaded queue.
+    Overloaded,
     /// The recipient's state function gave the event back ([`Handled::No`](super::Handled)).
     Unhandled,
     /// The event was queued when the system or its environment stopped.
@@ -33,7 +38,9 @@ impl DeadLetterReason {
     /// every local one (as YDB reports them).
     pub const fn undelivered_reason(self) -> UndeliveredReason {
         match self {
-            DeadLetterReason::Disconnected => UndeliveredReason::Disconnected,
+            DeadLetterReason::Disconnected | DeadLetterReason::Overloaded => {
+                UndeliveredReason::Disconnected
+            }
             DeadLetterReason::NotSerializable => UndeliveredReason::Unknown,
             _ => UndeliveredReason::ActorUnknown,
         }

@@ -75,7 +75,8 @@ pub enum HandshakeError {
     #[error("the shared-secret proof is missing or wrong")]
     BadSecret,
     /// Something the protocol requires is missing or has another value (protocol version,
-    /// modern frame, extended trace format, TLS, XDC or XXH3 asked of a node without them).
+    /// modern frame, extended trace format, or TLS, XDC or a cookie check asked of a node
+    /// without them).
     #[error("incompatible peer: {0}")]
     Incompatible(String),
     /// The peer refused the handshake, with its reason.
@@ -85,6 +86,17 @@ pub enum HandshakeError {
     /// restarted, or ended the session): a new session starts.
     #[error("session mismatch: the peer does not know session {0}")]
     SessionMismatch(ActorId),
+    /// A new-session request from the peer's program (the same `ProgramPID` and
+    /// `ProgramStartTime`) with a `Serial` at or below the last one seen from it: an old
+    /// or repeated handshake (YDB's "handshake is too old"). Its connection is closed
+    /// without a reply and the running session is untouched.
+    #[error("stale handshake: serial {serial} after {last} from the same peer program")]
+    StaleSerial {
+        /// The request's serial.
+        serial: u64,
+        /// The last serial seen from that program.
+        last: u64,
+    },
     /// Both nodes connected at once and this connection lost (the lower node id's outgoing
     /// connection wins).
     #[error("simultaneous connect: the other connection wins")]
@@ -138,9 +150,20 @@ pub enum SessionError {
     /// The connection broke or was closed by the peer.
     #[error("connection lost ({0:?}): {1}")]
     Io(io::ErrorKind, String),
-    /// Nothing came from the peer for the dead-peer timeout.
+    /// Nothing came from the peer for the dead-peer timeout: the session ends (YDB's
+    /// `DeadPeer`, which destroys the session, not only the connection).
     #[error("dead peer: nothing received for the dead-peer timeout")]
     DeadPeer,
+    /// The peer kept sending (pings, say) but confirmed none of the data packets it was
+    /// sent for the dead-peer timeout: the session ends. A YDB node confirms what it
+    /// processed within a second (`ForceConfirmPeriod`).
+    #[error("the peer confirmed no data packet for the dead-peer timeout")]
+    NotConfirming,
+    /// The peer closed the connection while nothing was queued or unconfirmed: the
+    /// session ends at once (YDB's rule for a clean end of stream), and the next send
+    /// starts a new one.
+    #[error("the peer closed the connection with nothing pending")]
+    ClosedByPeer,
     /// A packet's checksum did not match (the connection is dropped, the session resumes).
     #[error("checksum error: {0}")]
     Checksum(WireError),
@@ -177,9 +200,6 @@ impl SessionError {
 
     /// Whether the session ends (rather than resuming on a new connection).
     pub fn ends_session(&self) -> bool {
-        !matches!(
-            self,
-            SessionError::Io(..) | SessionError::DeadPeer | SessionError::Checksum(_)
-        )
+        !matches!(self, SessionError::Io(..) | SessionError::Checksum(_))
     }
 }

@@ -1,15 +1,19 @@
-//! The handshake, both sides (`YDB_WIRE.md` §2.2, §1.1–1.4, §3.4), for peers without XDC
-//! or XXH3; TLS (feature `tls`) after it, by YDB's rules (`encryption.rs`, `tls.rs`).
+//! The handshake, both sides (`YDB_WIRE.md` §2.2, §1.1–1.4, §3.4, §6), for peers without
+//! XDC; packet checksums are CRC32C or XXH3, as the requester asks; TLS (feature `tls`)
+//! after it, by YDB's rules (`encryption.rs`, `tls.rs`).
 //!
 //! Connecting side:
-//! 1. TCP connect to the name service's address of the peer; mark "connecting" (token).
+//! 1. TCP connect to the name service's address of the peer; mark "connecting" (token). A
+//!    session not yet established takes a fresh session id for every attempt (YDB's
+//!    `StartInitialHandshake`): the peer refuses a serial it has seen.
 //! 2. Send the initial packet: our session id, the peer's (empty for a new session), the
 //!    last serial we processed, version 2. Read the peer's.
 //! 3. Resume (the peer's id was known): the reply must name both sessions as we do, else
 //!    `SessionMismatch` (our session ends, a new one starts). Done: no ExBlocks.
 //! 4. New session: send a `THandshakeRequest` in an ExBlock (with our nonce and secret
 //!    proof in its params), read the `THandshakeReply`, check it (cluster ids, modern
-//!    frame, no XDC/XXH3, the peer's proof, TLS by the modes), take the peer's session id.
+//!    frame, no XDC, the peer's proof, TLS by the modes), take the peer's session id,
+//!    program and checksum mode (`UseXxhash`) from it.
 //! 5. Install the connection if our token is still the session's (an incoming handshake
 //!    may have won meanwhile: `Simultaneous`).
 //!
@@ -26,8 +30,11 @@
 //!    gives way, since refusing would end the session it holds (`handshake/takeover.rs`).
 //! 4. A new-session request while we hold an established session with that peer: if it
 //!    names the peer session we already know, it is a connect of the peer's that lost a
-//!    simultaneous-connect race (refused quietly); otherwise the peer lost our session (it
-//!    restarted), so ours ends (`PeerRestarted`) and a new one starts.
+//!    simultaneous-connect race (refused quietly). A request from the peer's program (PID
+//!    and start time) with a serial at or below the last one seen from it is stale: its
+//!    connection is closed without a reply, the session untouched (`StaleSerial`).
+//!    Otherwise the peer lost our session (it restarted), so ours ends (`PeerRestarted`)
+//!    and a new one starts, with the events that never left.
 //! 5. Reply (initial packet for a resume, `THandshakeSuccess` for a new session), then
 //!    install if no other handshake took over meanwhile.
 //!
@@ -61,7 +68,7 @@ use super::challenge;
 use super::encryption;
 use super::error::HandshakeError;
 use super::node::NodeShared;
-use super::session::{Fallout, Session};
+use super::session::{Fallout, NewPeer, PeerProgram, Session};
 use super::stats::Refusal;
 use super::stream::IcStream;
 use super::wire::{
@@ -212,6 +219,11 @@ pub(crate) fn connect(node: &Arc<NodeShared>, s: &Arc<Session>) -> Result<Fallou
             // An incoming handshake won, or is under way (or being proven): give way to it.
             return Err(fresh(HandshakeError::Simultaneous));
         }
+        if !st.established {
+            // A serial the peer may have seen (an attempt that failed after its request
+            // went out) would be refused as stale.
+            st.self_id = node.new_session_id();
+        }
         st.attempts += 1;
         let token = st.attempts;
         st.connecting = Some(token);
@@ -301,6 +313,7 @@ fn connect_on(
         c.send(&challenge::proof_frame(tag))?;
     }
     let stream = secure(node, s.peer, c.stream, encrypted, c.deadline)?;
+    let peer = NewPeer::from_success(peer, &success);
     finish(node, s, stream, token, self_id, Some(peer), 0)
 }
 
@@ -310,7 +323,7 @@ fn finish(
     stream: IcStream,
     token: u64,
     self_id: ActorId,
-    new_peer: Option<ActorId>,
+    new_peer: Option<NewPeer>,
     peer_next: u64,
 ) -> Result<Fallout, HandshakeError> {
     let mut st = s.state.lock();
@@ -318,9 +331,11 @@ fn finish(
         return Err(HandshakeError::Simultaneous);
     }
     if let Some(peer) = new_peer {
-        st.peer_id = peer;
+        st.adopt(peer);
     }
-    Ok(s.install(node, &mut st, stream, peer_next))
+    let fallout = s.install(node, &mut st, stream, peer_next);
+    st.outgoing_since = Some(Instant::now());
+    Ok(fallout)
 }
 
 /// The accepting side of one incoming connection (see the module docs); runs on a thread
@@ -404,18 +419,20 @@ fn accept_on(
             }
         };
     if node.secret().is_some() || encrypted {
-        return accept_verified(node, &s, c, peer_session, &ni, encrypted);
+        return accept_verified(node, &s, c, (peer_session, &request), &ni, encrypted);
     }
-    let (token, self_id, fallout) = claim_new(node, &s, peer_session, None)?;
+    let program = PeerProgram::of_request(&request);
+    let (token, self_id, fallout) = claim_new(node, &s, (peer_session, program), None)?;
     fallout.deliver(node, peer_node);
-    let success = node.success(self_id, &ni, &[]);
+    let mut success = node.success(self_id, &ni, &[]);
+    let peer = NewPeer::grant(peer_session, &request, &mut success);
     let reply = HandshakeReply {
         success: Some(success),
         ..Default::default()
     };
     let sent = c.send(&ExBlock::new(reply.encode()).encode());
     let stream = sent.and_then(|()| plain(c));
-    install_accepted(node, &s, stream, (token, self_id), Some(peer_session), 0)
+    install_accepted(node, &s, stream, (token, self_id), Some(peer), 0)
 }
 
 /// A second handle on the handshake's socket, for the session.
@@ -458,7 +475,7 @@ fn install_accepted(
     s: &Arc<Session>,
     stream: Result<IcStream, HandshakeError>,
     (token, self_id): (u64, ActorId),
-    peer_session: Option<ActorId>,
+    peer_session: Option<NewPeer>,
     peer_next: u64,
 ) -> Result<(), HandshakeError> {
     let mut st = s.state.lock();
@@ -473,7 +490,7 @@ fn install_accepted(
         }
     };
     if let Some(peer) = peer_session {
-        st.peer_id = peer;
+        st.adopt(peer);
     }
     let fallout = s.install(node, &mut st, stream, peer_next);
     drop(st);
@@ -568,9 +585,6 @@ pub(crate) fn check_success_flags(success: &HandshakeSuccess) -> Result<(), Hand
     }
     if success.use_external_data_channel == Some(true) {
         return Err(HandshakeError::Incompatible("the peer uses XDC".into()));
-    }
-    if success.use_xxhash == Some(true) {
-        return Err(HandshakeError::Incompatible("the peer uses XXH3".into()));
     }
     Ok(())
 }

@@ -21,7 +21,9 @@ use super::names::NameService;
 use super::session::{outbox_meta, OutEvent, Session};
 use super::setup::{Config, InterconnectSetup};
 use super::stats::{Refusal, SessionStats};
-use super::wire::{ClusterUuids, HandshakeRequest, HandshakeSuccess, HANDSHAKE_PROTOCOL};
+use super::wire::{
+    ClusterUuids, HandshakeRequest, HandshakeSuccess, SuccessRdma, HANDSHAKE_PROTOCOL,
+};
 use crate::actors::{
     Actor, ActorContext, ActorId, ActorSystem, DeadLetterReason, EventHandle, Handled, RemoteRouter,
 };
@@ -140,7 +142,9 @@ impl NodeShared {
         })
     }
 
-    /// Our `THandshakeRequest` to `peer` for session `self_id` (`YDB_WIRE.md` §3.4).
+    /// Our `THandshakeRequest` to `peer` for session `self_id` (`YDB_WIRE.md` §3.4), with
+    /// the fields YDB always sets (§6.6): `UUID` when there is a cluster id,
+    /// `RequestAuthOnly`, `HandshakeId`, `RequestXxhash` and `RequestXdcShuffle`.
     pub(crate) fn request(&self, peer: u32, self_id: ActorId, nonce: &[u8]) -> HandshakeRequest {
         let sender_actor_id = self_id.to_string();
         let mut params = Vec::new();
@@ -176,8 +180,12 @@ impl NodeShared {
             request_modern_frame: Some(true),
             request_extended_trace_fmt: Some(true),
             request_external_data_channel: Some(false),
-            request_xxhash: Some(false),
             require_encryption: encryption::request_field(self.encryption_mode()),
+            uuid: self.cluster_uuid.clone(),
+            request_auth_only: Some(false),
+            handshake_id: Some(self.random_bytes().to_vec()),
+            request_xxhash: Some(true),
+            request_xdc_shuffle: Some(true),
             params,
             ..Default::default()
         }
@@ -274,7 +282,10 @@ impl NodeShared {
     }
 
     /// Our `THandshakeSuccess` for session `self_id` (accepting side), with our `nonce`
-    /// (the challenge the peer answers, if the cluster has a secret).
+    /// (the challenge the peer answers, if the cluster has a secret) and the fields YDB
+    /// always sets (`AuthOnly`, `RdmaErr`); the caller sets `UseXxhash` and
+    /// `UseXdcShuffle` from the request (`NewPeer::grant`), and `StartEncryption` when
+    /// the modes chose TLS.
     pub(crate) fn success(
         &self,
         self_id: ActorId,
@@ -307,7 +318,9 @@ impl NodeShared {
             use_modern_frame: Some(true),
             use_extended_trace_fmt: Some(true),
             use_external_data_channel: Some(false),
+            auth_only: Some(false),
             use_xxhash: Some(false),
+            rdma: Some(SuccessRdma::RdmaErr("no RDMA on this node".into())),
             params,
             ..Default::default()
         }
@@ -434,6 +447,8 @@ impl StatsSource for IcStatsSource {
                 ("reconnects.count", n(st.reconnects)),
                 ("sessions_ended.count", n(st.sessions_ended)),
                 ("queued_events.count", st.queued_events),
+                ("queued_bytes.count", st.queued_bytes),
+                ("events_refused.count", n(st.events_refused)),
                 ("rtt.us", rtt),
             ] {
                 out(Quantity {
@@ -567,11 +582,21 @@ fn shutdown(node: &Arc<NodeShared>) {
 ///   packets are sent again with their serials, and the receiver skips what it already
 ///   processed).
 /// - **Non-delivery**: when a session ends (no connection within the lost-connection
-///   timeout, a refused handshake, a restarted peer, a protocol violation), its queued
-///   events are not delivered, reason `Disconnected`: an event with `TRACK_DELIVERY` gets
+///   timeout, a dead peer, a refused handshake, a protocol violation, a clean close by the
+///   peer with nothing pending), its queued events are not delivered, reason
+///   `Disconnected`: an event with `TRACK_DELIVERY` gets
 ///   [`Undelivered`](crate::actors::Undelivered); one already sent but never confirmed
 ///   (the peer may have processed it) is forwarded or gets it only if it also asked for
-///   `GENERATE_UNSURE_UNDELIVERED` (then `unsure: true`).
+///   `GENERATE_UNSURE_UNDELIVERED` (then `unsure: true`). When the peer restarted (it
+///   refuses a resume, or asks for a new session), the queued events go out in a new
+///   session instead, started at once.
+/// - **Bounded queues**: a session queues at most
+///   [`max_queued_events`](super::InterconnectSetup::max_queued_events) events and
+///   [`max_queued_bytes`](super::InterconnectSetup::max_queued_bytes) bytes; an event
+///   beyond them is not delivered at once (reason
+///   [`Overloaded`](crate::actors::DeadLetterReason::Overloaded)) and counted.
+/// - **Dead peers**: a peer silent, or confirming nothing it was sent, for the dead-peer
+///   timeout ends the session.
 ///   On the peer, an unknown recipient gives `Undelivered(ActorUnknown)` back over the
 ///   wire, with the cookie.
 /// - **Subscriptions**: [`Subscribe`] to [`ActorId::interconnect_proxy`]`(node)`, or any

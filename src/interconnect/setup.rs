@@ -44,6 +44,10 @@ pub struct InterconnectSetup {
     pub(crate) tls: Option<super::TlsSetup>,
 }
 
+/// YDB's `EventMaxByteSize` (140 MiB): its senders refuse a larger event, and its input
+/// session has no limit of its own, so a peer must take events up to this size.
+const EVENT_MAX_BYTE_SIZE: usize = 140 << 20;
+
 /// A session's timers and limits (see the setters of [`InterconnectSetup`]).
 #[derive(Debug, Clone)]
 pub(crate) struct Config {
@@ -53,6 +57,9 @@ pub(crate) struct Config {
     pub(crate) handshake_timeout: Duration,
     pub(crate) max_event_size: usize,
     pub(crate) inflight_window: usize,
+    /// The most events, and bytes, a session queues for its peer (not yet in a packet).
+    pub(crate) max_queued_events: usize,
+    pub(crate) max_queued_bytes: usize,
     /// How long a received data packet may wait for a pure confirm when nothing else goes
     /// out.
     pub(crate) confirm_delay: Duration,
@@ -78,8 +85,10 @@ impl InterconnectSetup {
                 dead_peer_timeout: Duration::from_secs(10),
                 lost_connection_timeout: Duration::from_secs(10),
                 handshake_timeout: Duration::from_secs(5),
-                max_event_size: 64 << 20,
+                max_event_size: EVENT_MAX_BYTE_SIZE,
                 inflight_window: 40 << 20,
+                max_queued_events: 1 << 20,
+                max_queued_bytes: 512 << 20,
                 confirm_delay: Duration::from_millis(10),
             },
         }
@@ -150,14 +159,21 @@ impl InterconnectSetup {
         self
     }
 
-    /// How often a ping and a clock sample go to the peer (default 3 s).
+    /// How often a ping request and a clock sample go to an idle peer (default 3 s, YDB's
+    /// `PingPeriod`). While the session has traffic, they go out with it at most once a
+    /// second (YDB's `PingPeriodicity`), or once a period if that is shorter.
     pub fn ping_period(mut self, period: Duration) -> InterconnectSetup {
         self.cfg.ping_period = period.clamp(Duration::from_millis(1), FOREVER);
         self
     }
 
-    /// How long a connection may stay silent before it is taken for dead and dropped
-    /// (default 10 s; the session then reconnects and resumes).
+    /// How long a peer may stay silent, or keep data packets unconfirmed, before it is
+    /// taken for dead (default 10 s, YDB's `DeadPeer`). The session then ends
+    /// ([`SessionError::DeadPeer`](super::SessionError::DeadPeer) or
+    /// [`SessionError::NotConfirming`](super::SessionError::NotConfirming)): it is not
+    /// resumed, its events follow the non-delivery rules and its subscribers get
+    /// [`NodeDisconnected`](super::NodeDisconnected). A write that blocks this long drops
+    /// the connection (the session resumes on a new one).
     pub fn dead_peer_timeout(mut self, timeout: Duration) -> InterconnectSetup {
         self.cfg.dead_peer_timeout = timeout.clamp(Duration::from_millis(1), FOREVER);
         self
@@ -179,12 +195,35 @@ impl InterconnectSetup {
         self
     }
 
-    /// The largest event body accepted from a peer (default 64 MiB). A larger one ends the
-    /// session ([`SessionError::OversizedEvent`](super::SessionError::OversizedEvent)), and
-    /// so do partial events of all channels together over four times this; a larger one
-    /// sent is not delivered.
+    /// The largest event body accepted from a peer (default 140 MiB, YDB's
+    /// `EventMaxByteSize`, the largest a YDB node sends). A larger one ends the session
+    /// ([`SessionError::OversizedEvent`](super::SessionError::OversizedEvent)), and so do
+    /// partial events of all channels together over four times this; a larger one sent is
+    /// not delivered (`NotSerializable`). Nothing is allocated ahead from a length a peer
+    /// announces: a partial event grows with the bytes that came.
     pub fn max_event_size(mut self, bytes: usize) -> InterconnectSetup {
         self.cfg.max_event_size = bytes;
+        self
+    }
+
+    /// The most events a session queues for its peer, not yet in a data packet (default
+    /// 1 048 576). An event sent beyond it is not queued: it follows the non-delivery rules
+    /// at once (reason [`Overloaded`](crate::actors::DeadLetterReason::Overloaded): a
+    /// forward, an `Undelivered { Disconnected }` if tracked, a dead letter) and is counted
+    /// in [`SessionStats::events_refused`](super::SessionStats::events_refused). Events
+    /// already queued are kept. The queue fills when the peer does not confirm what it got
+    /// (the in-flight window is full) or the network is slower than the senders.
+    pub fn max_queued_events(mut self, events: usize) -> InterconnectSetup {
+        self.cfg.max_queued_events = events;
+        self
+    }
+
+    /// The most bytes a session queues for its peer (default 512 MiB, YDB's default
+    /// `SendBufferDieLimitInMB`): the events' bodies plus a fixed cost of each queued event.
+    /// Beyond it, as beyond [`max_queued_events`](Self::max_queued_events). An event larger
+    /// than this is never queued.
+    pub fn max_queued_bytes(mut self, bytes: usize) -> InterconnectSetup {
+        self.cfg.max_queued_bytes = bytes;
         self
     }
 

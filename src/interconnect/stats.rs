@@ -37,8 +37,15 @@ pub struct SessionStats {
     pub reconnects: u64,
     /// Sessions that ended (their queued events were not delivered).
     pub sessions_ended: u64,
-    /// Events waiting to leave now.
+    /// Events waiting to leave now (not yet in a data packet).
     pub queued_events: usize,
+    /// What the waiting events hold now: their bodies plus a fixed cost each, the figure
+    /// [`InterconnectSetup::max_queued_bytes`](super::InterconnectSetup::max_queued_bytes)
+    /// bounds.
+    pub queued_bytes: usize,
+    /// Events not queued because the session held its limit of events or bytes for the
+    /// peer; each followed the non-delivery rules at once.
+    pub events_refused: u64,
     /// Data packets sent and not yet confirmed now.
     pub unconfirmed_packets: usize,
     /// The last round-trip time measured by a ping.

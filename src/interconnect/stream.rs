@@ -19,7 +19,8 @@ pub(crate) enum IcStream {
 }
 
 impl IcStream {
-    fn socket(&self) -> &TcpStream {
+    /// The TCP socket under the stream.
+    pub(crate) fn socket(&self) -> &TcpStream {
         match self {
             IcStream::Plain(s) => s,
             #[cfg(feature = "tls")]

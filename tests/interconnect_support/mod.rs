@@ -4,6 +4,8 @@
 //! connections, and one that records them.
 #![allow(dead_code)]
 
+pub mod fake_peer;
+
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -22,6 +24,11 @@ use serde::{Deserialize, Serialize};
 /// Generous bound for anything that should happen "soon" (the machine is shared and may be
 /// loaded): tests wait for outcomes, never for durations.
 pub const PATIENCE: Duration = Duration::from_secs(60);
+
+/// The bound on an outcome that follows at once from its cause, or from a timer the test
+/// set short (an `Undelivered`, a `NodeDisconnected`, a refusal): generous on a loaded
+/// machine, yet a broken build fails in seconds rather than at the harness's timeout.
+pub const SOON: Duration = Duration::from_secs(15);
 
 const SPACE: u32 = event_space_begin(ES_USERSPACE + 11);
 
@@ -310,9 +317,20 @@ pub fn next<T>(rx: &Receiver<T>, what: &str) -> T {
         .unwrap_or_else(|e| panic!("{what} did not come: {e}"))
 }
 
+/// Receives the next item, failing after `bound` (the timers of the test plus [`SOON`]).
+pub fn next_within<T>(rx: &Receiver<T>, bound: Duration, what: &str) -> T {
+    rx.recv_timeout(bound)
+        .unwrap_or_else(|e| panic!("{what} did not come within {bound:?}: {e}"))
+}
+
 /// Receives `n` items, failing after [`PATIENCE`] in all.
 pub fn take<T>(rx: &Receiver<T>, n: usize) -> Vec<T> {
-    let deadline = Instant::now() + PATIENCE;
+    take_within(rx, n, PATIENCE)
+}
+
+/// Receives `n` items, failing after `bound` in all.
+pub fn take_within<T>(rx: &Receiver<T>, n: usize, bound: Duration) -> Vec<T> {
+    let deadline = Instant::now() + bound;
     (0..n)
         .map(|i| {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -332,7 +350,9 @@ pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
 }
 
 /// A TCP proxy on 127.0.0.1 that pipes every connection to `target` both ways and cuts
-/// each one (shuts down both of its sockets) once it has lived a random 200–400 ms.
+/// each one once it has lived a random 200–400 ms. A cut is a network failure: both nodes
+/// get a reset (SO_LINGER 0), never an end of stream, which a node takes for its peer
+/// closing the session.
 pub struct CuttingProxy {
     addr: SocketAddr,
     shared: Arc<ProxyShared>,
@@ -343,6 +363,8 @@ struct Live {
     up: TcpStream,
     cut_at: Instant,
     ended: Arc<AtomicBool>,
+    /// Set when the proxy cuts: the pipes then close without a FIN.
+    cut: Arc<AtomicBool>,
 }
 
 struct ProxyShared {
@@ -421,6 +443,9 @@ fn accept_loop(s: &Arc<ProxyShared>, listener: &TcpListener, target: SocketAddr)
         };
         let _ = down.set_nodelay(true);
         let _ = up.set_nodelay(true);
+        // Closing the last descriptor of a socket with a zero linger sends a reset.
+        let _ = socket2::SockRef::from(&down).set_linger(Some(Duration::ZERO));
+        let _ = socket2::SockRef::from(&up).set_linger(Some(Duration::ZERO));
         let k = s.accepted.fetch_add(1, Ordering::SeqCst);
         let (Ok(d2), Ok(u2), Ok(d3), Ok(u3)) = (
             down.try_clone(),
@@ -431,20 +456,23 @@ fn accept_loop(s: &Arc<ProxyShared>, listener: &TcpListener, target: SocketAddr)
             continue;
         };
         let ended = Arc::new(AtomicBool::new(false));
+        let cut = Arc::new(AtomicBool::new(false));
         s.live.lock().unwrap().push(Live {
             down: d3,
             up: u3,
             cut_at: Instant::now() + lifetime(k),
             ended: ended.clone(),
+            cut: cut.clone(),
         });
-        let e = ended.clone();
-        std::thread::spawn(move || pipe(down, up, &e));
-        std::thread::spawn(move || pipe(u2, d2, &ended));
+        let (e, c) = (ended.clone(), cut.clone());
+        std::thread::spawn(move || pipe(down, up, &e, &c));
+        std::thread::spawn(move || pipe(u2, d2, &ended, &cut));
     }
 }
 
-/// Copies `from` to `to` until either side ends, then shuts both down.
-fn pipe(mut from: TcpStream, mut to: TcpStream, ended: &AtomicBool) {
+/// Copies `from` to `to` until either side ends, then shuts both down; after a cut, only
+/// drops its descriptors (the last one closed sends the reset).
+fn pipe(mut from: TcpStream, mut to: TcpStream, ended: &AtomicBool, cut: &AtomicBool) {
     let mut buf = vec![0u8; 64 << 10];
     loop {
         match from.read(&mut buf) {
@@ -455,6 +483,9 @@ fn pipe(mut from: TcpStream, mut to: TcpStream, ended: &AtomicBool) {
                 }
             }
         }
+    }
+    if cut.load(Ordering::SeqCst) {
+        return;
     }
     ended.store(true, Ordering::SeqCst);
     let _ = from.shutdown(Shutdown::Both);
@@ -473,8 +504,11 @@ fn cut_loop(s: &Arc<ProxyShared>) {
             if now < l.cut_at {
                 return true;
             }
-            let _ = l.down.shutdown(Shutdown::Both);
-            let _ = l.up.shutdown(Shutdown::Both);
+            // Wake the pipes without sending anything (a read shutdown sends no FIN); they
+            // and this entry then drop every descriptor, and the last close resets.
+            l.cut.store(true, Ordering::SeqCst);
+            let _ = l.down.shutdown(Shutdown::Read);
+            let _ = l.up.shutdown(Shutdown::Read);
             s.cuts.fetch_add(1, Ordering::SeqCst);
             false
         });

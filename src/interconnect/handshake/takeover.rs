@@ -1,29 +1,35 @@
 //! When an accepted handshake takes its session over (the accepting side's steps 3–5 of
-//! `handshake.rs`): the gates that refuse it quietly, the claim (the next token; an
-//! established session ends for a new one), and the order of the two. Without a secret or
-//! TLS the session is claimed before the reply goes out, as YDB does; with either, the
-//! peer proves itself first (it answers our nonce, it completes TLS with a certificate for
-//! its host) and nothing of the session changes until then.
+//! `handshake.rs`): the gates that refuse it quietly (or, for a stale serial, with a
+//! record), the claim (the next token; an established session ends for a new one, keeping
+//! the events that never left), and the order of the two. Without a secret or TLS the
+//! session is claimed before the reply goes out, as YDB does; with either, the peer proves
+//! itself first (it answers our nonce, it completes TLS with a certificate for its host)
+//! and nothing of the session changes until then, the last serial seen from the peer's
+//! program included (a request's serial and program are not covered by its proof).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::{challenge, install_accepted, plain, secure, Conn};
 use crate::actors::ActorId;
 use crate::interconnect::error::{HandshakeError, SessionError};
 use crate::interconnect::node::NodeShared;
-use crate::interconnect::session::{Fallout, Session, State};
-use crate::interconnect::wire::{ExBlock, HandshakeReply, InitialPacket, PROTOCOL_VERSION};
+use crate::interconnect::session::{Fallout, NewPeer, PeerProgram, Session, State};
+use crate::interconnect::wire::{
+    ExBlock, HandshakeReply, HandshakeRequest, InitialPacket, PROTOCOL_VERSION,
+};
 
-/// Whether a new session with `peer_session` may replace what the session has now; the
-/// refusals are quiet ones. A `proven` peer has installed its side already (it sent its
-/// proof, `accept_verified`): the simultaneous-connect rule (our outgoing connect wins over
-/// a higher node id's) no longer applies, since refusing it now would end the session it
-/// holds; our connect gives way instead (the claim clears it).
+/// Whether a new session with `peer_session` from `program` may replace what the session
+/// has now; the refusals are quiet ones but a stale serial's (`State::check_serial`; this
+/// gate only looks, the claim records the serial). A `proven` peer has installed its side
+/// already (it sent its proof, `accept_verified`): the simultaneous-connect rule (our
+/// outgoing connect wins over a higher node id's) no longer applies, since refusing it now
+/// would end the session it holds; our connect gives way instead (the claim clears it).
 pub(super) fn new_session_gate(
     node: &NodeShared,
     s: &Session,
     st: &State,
-    peer_session: ActorId,
+    (peer_session, program): (ActorId, PeerProgram),
     proven: bool,
 ) -> Result<(), HandshakeError> {
     if node.is_stopping() {
@@ -38,28 +44,30 @@ pub(super) fn new_session_gate(
         // restart. Refused quietly; the session goes on.
         return Err(HandshakeError::Simultaneous);
     }
-    Ok(())
+    st.stale(program)
 }
 
-/// Takes the session for a new one with `peer_session`: an established session ends (the
-/// peer restarted), and the handshake gets the next token. With `seen` (whether the
-/// session was established, its id, and the id already promised to the peer), the session
-/// must be as it was seen, and an ended one gets the promised id.
+/// Takes the session for a new one with `peer_session` from `program` (whose serial
+/// becomes the last one seen): an established session ends (the peer restarted; its
+/// queued events stay for the new one), and the handshake gets the next token. With
+/// `seen` (whether the session was established, its id, and the id already promised to
+/// the peer), the session must be as it was seen, and an ended one gets the promised id.
 pub(super) fn claim_new(
     node: &Arc<NodeShared>,
     s: &Arc<Session>,
-    peer_session: ActorId,
+    (peer_session, program): (ActorId, PeerProgram),
     seen: Option<(bool, ActorId, ActorId)>,
 ) -> Result<(u64, ActorId, Fallout), HandshakeError> {
     let mut st = s.state.lock();
-    new_session_gate(node, s, &st, peer_session, seen.is_some())?;
+    new_session_gate(node, s, &st, (peer_session, program), seen.is_some())?;
     if let Some((established, self_id, _)) = seen {
         if st.established != established || st.self_id != self_id {
             return Err(HandshakeError::Simultaneous);
         }
     }
+    st.check_serial(program)?;
     let fallout = if st.established {
-        let f = s.terminate(node, &mut st, SessionError::PeerRestarted);
+        let f = s.restart(node, &mut st, SessionError::PeerRestarted);
         if let Some((_, _, promised)) = seen {
             st.self_id = promised;
         }
@@ -81,13 +89,14 @@ pub(super) fn accept_verified(
     node: &Arc<NodeShared>,
     s: &Arc<Session>,
     c: &mut Conn,
-    peer_session: ActorId,
+    (peer_session, request): (ActorId, &HandshakeRequest),
     ni: &[u8],
     encrypted: bool,
 ) -> Result<(), HandshakeError> {
+    let program = PeerProgram::of_request(request);
     let (established, self_id) = {
         let mut st = s.state.lock();
-        new_session_gate(node, s, &st, peer_session, false)?;
+        new_session_gate(node, s, &st, (peer_session, program), false)?;
         st.proving += 1;
         (st.established, st.self_id)
     };
@@ -102,6 +111,7 @@ pub(super) fn accept_verified(
     let nr = node.random_bytes();
     let mut success = node.success(promised, ni, &nr);
     success.start_encryption = Some(encrypted);
+    let peer = NewPeer::grant(peer_session, request, &mut success);
     let reply = HandshakeReply {
         success: Some(success),
         ..Default::default()
@@ -115,9 +125,9 @@ pub(super) fn accept_verified(
     let sock = c.stream.try_clone().map_err(|e| HandshakeError::io(&e))?;
     let stream = secure(node, s.peer, sock, encrypted, c.deadline)?;
     let seen = Some((established, self_id, promised));
-    let (token, self_id, fallout) = claim_new(node, s, peer_session, seen)?;
+    let (token, self_id, fallout) = claim_new(node, s, (peer_session, program), seen)?;
     fallout.deliver(node, s.peer);
-    install_accepted(node, s, Ok(stream), (token, self_id), Some(peer_session), 0)
+    install_accepted(node, s, Ok(stream), (token, self_id), Some(peer), 0)
 }
 
 /// A new session being proven (`State::proving`) until this drops: meanwhile our own
@@ -233,7 +243,13 @@ fn resume_gate(
     if !ours {
         return Ok(None);
     }
-    if st.connecting.is_some() && s.peer > node.node_id {
+    if s.peer > node.node_id
+        && (st.connecting.is_some() || fresh_outgoing(&st, node.cfg.handshake_timeout))
+    {
+        // The lower id's connection wins, also when ours completed first: the peer
+        // accepted it, and this resume of the peer's was started before that. Taking it
+        // would close the connection the peer now uses (and an idle session would end on
+        // that clean close).
         return Err(HandshakeError::Simultaneous);
     }
     let mut token = 0;
@@ -249,4 +265,13 @@ fn resume_gate(
         peer_id: st.peer_id,
         encrypted: st.encrypted,
     }))
+}
+
+/// Whether the connection of the moment is ours (our connect installed it) and younger than
+/// a handshake may take: a resume from the peer now raced with it.
+fn fresh_outgoing(st: &State, within: Duration) -> bool {
+    matches!(
+        st.conn,
+        crate::interconnect::session::Conn::Connected { .. }
+    ) && st.outgoing_since.is_some_and(|t| t.elapsed() < within)
 }

@@ -1,7 +1,13 @@
 //! The driver of a session: one thread that connects (with backoff), ends the session
 //! when it stays without a connection for too long, and is the writer of the connection
-//! of the moment: unconfirmed packets again first, then ping answers, pings and clock
-//! samples, data packets while the in-flight window allows, and confirms.
+//! of the moment: unconfirmed packets again first, then ping answers, data packets while
+//! the in-flight window allows, pings and clock samples, and confirms.
+//!
+//! Pings follow YDB's cadence (`IssuePingRequest`): a ping request and a clock sample go
+//! out with the session's traffic at most once a second (`PingPeriodicity`), and an idle
+//! session sends them every ping period (3 s, YDB's `PingPeriod` flush). The writer sleeps
+//! until its next deadline (ping, pure confirm, dead peer, unconfirmed data) unless woken
+//! by a send, a received packet that asks for an answer, or the end of the connection.
 
 use std::io::Write;
 use std::sync::atomic::Ordering;
@@ -9,7 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::outbox::write_packet;
-use super::{Conn, Fallout, SentPacket, Session};
+use super::{Conn, Fallout, SentPacket, Session, State};
 use crate::interconnect::error::{HandshakeError, SessionError};
 use crate::interconnect::handshake;
 use crate::interconnect::node::NodeShared;
@@ -20,6 +26,11 @@ const MIN_BACKOFF: Duration = Duration::from_millis(10);
 const MAX_BACKOFF: Duration = Duration::from_millis(1000);
 /// A write gathers packets up to about this many bytes.
 const BATCH: usize = 256 << 10;
+/// The least time between two pings of a session with traffic (YDB's `PingPeriodicity`).
+const PING_PERIODICITY: Duration = Duration::from_secs(1);
+/// The longest the writer sleeps without a deadline: a safety net only, every duty has a
+/// deadline or a wake-up.
+const MAX_SLEEP: Duration = Duration::from_secs(30);
 
 pub(crate) fn spawn_driver(node: Arc<NodeShared>, s: Arc<Session>) {
     let name = format!("ic{}->{}", node.node_id, s.peer);
@@ -97,8 +108,9 @@ fn run(node: &Arc<NodeShared>, s: &Arc<Session>) {
                             st.stats.last_error = Some(SessionError::Handshake(e));
                             None
                         } else if let HandshakeError::SessionMismatch(_) = e {
-                            // The peer lost our session: ours ends, a new one starts at once.
-                            Some(s.terminate(node, &mut st, SessionError::PeerRestarted))
+                            // The peer lost our session (it restarted): ours ends, and a new
+                            // one starts at once with the events that never left.
+                            Some(s.restart(node, &mut st, SessionError::PeerRestarted))
                         } else {
                             tracing::warn!(node = node.node_id, peer = s.peer, error = %e, "interconnect handshake failed");
                             Some(s.terminate(node, &mut st, SessionError::Handshake(e)))
@@ -127,7 +139,9 @@ fn write_loop(node: &Arc<NodeShared>, s: &Arc<Session>, gen: u64, stream: &IcStr
     let cfg = &node.cfg;
     let mut batch = Vec::with_capacity(BATCH + Packet::HEADER_LEN + Packet::MAX_PAYLOAD);
     let mut resend = true;
-    let mut next_ping = Instant::now();
+    // No ping yet on this connection: the first goes out at once.
+    let mut last_ping: Option<Instant> = None;
+    let busy_period = PING_PERIODICITY.min(cfg.ping_period);
     let mut w: &IcStream = stream;
     let mut written = 0u64;
     let mut bodies = Vec::new();
@@ -140,31 +154,27 @@ fn write_loop(node: &Arc<NodeShared>, s: &Arc<Session>, gen: u64, stream: &IcStr
             if st.gen != gen || node.is_stopping() {
                 return;
             }
+            let mode = st.checksum;
+            let now = Instant::now();
+            if let Some(err) = dead_peer(node, s, &st, now) {
+                let f = s.lose(node, &mut st, gen, err);
+                drop(st);
+                f.deliver(node, s.peer);
+                return;
+            }
             let confirm = s.confirm();
             if resend {
                 resend = false;
                 let mut n = 0;
                 for p in &st.unconfirmed {
-                    write_packet(&mut batch, confirm, p.serial, &p.payload);
+                    write_packet(&mut batch, mode, confirm, p.serial, &p.payload);
                     n += 1;
                 }
                 st.stats.packets_resent += n;
             }
             for stamp in std::mem::take(&mut st.ping_responses) {
                 let p = Packet::ping_response(confirm, stamp);
-                write_packet(&mut batch, confirm, p.serial, &[]);
-            }
-            let now = Instant::now();
-            if now >= next_ping {
-                next_ping = now + cfg.ping_period;
-                let stamp = node.now_nanos() & !Packet::PING_REQUEST_MASK;
-                let ping = Packet::ping_request(confirm, stamp);
-                write_packet(&mut batch, confirm, ping.serial, &[]);
-                let micros = SystemTime::now()
-                    .duration_since(UNIX_EPOCH)
-                    .map_or(0, |d| d.as_micros() as u64);
-                let clock = Packet::clock(confirm, micros & !(7 << 61));
-                write_packet(&mut batch, confirm, clock.serial, &[]);
+                write_packet(&mut batch, mode, confirm, p.serial, &[]);
             }
             while batch.len() < BATCH && st.unconfirmed_bytes < cfg.inflight_window {
                 let mut payload = st.payload_buffer();
@@ -178,7 +188,10 @@ fn write_loop(node: &Arc<NodeShared>, s: &Arc<Session>, gen: u64, stream: &IcStr
                 events_out += events.len() as u64;
                 st.next_serial += 1;
                 let serial = st.next_serial;
-                write_packet(&mut batch, confirm, serial, &payload);
+                write_packet(&mut batch, mode, confirm, serial, &payload);
+                if st.unconfirmed.is_empty() {
+                    st.confirm_progress_at = now;
+                }
                 st.unconfirmed_bytes += payload.len();
                 st.unconfirmed.push_back(SentPacket {
                     serial,
@@ -188,27 +201,38 @@ fn write_loop(node: &Arc<NodeShared>, s: &Arc<Session>, gen: u64, stream: &IcStr
             }
             st.stats.events_out += events_out;
             let confirm_due = confirm > st.confirm_sent;
+            // YDB's cadence: with traffic at most once a period of `busy_period`, idle once
+            // a ping period.
+            let since_ping = last_ping.map(|t| now.duration_since(t));
+            let traffic = !batch.is_empty() || confirm_due;
+            let ping_due =
+                since_ping.is_none_or(|d| d >= cfg.ping_period || (traffic && d >= busy_period));
+            if ping_due {
+                last_ping = Some(now);
+                let stamp = node.now_nanos() & !Packet::PING_REQUEST_MASK;
+                let ping = Packet::ping_request(confirm, stamp);
+                write_packet(&mut batch, mode, confirm, ping.serial, &[]);
+                let micros = SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .map_or(0, |d| d.as_micros() as u64);
+                let clock = Packet::clock(confirm, micros & !(7 << 61));
+                write_packet(&mut batch, mode, confirm, clock.serial, &[]);
+            }
             if batch.is_empty() && confirm_due {
                 let waited = now.duration_since(st.last_confirm_at);
                 if waited >= cfg.confirm_delay {
-                    write_packet(&mut batch, confirm, 0, &[]);
+                    write_packet(&mut batch, mode, confirm, 0, &[]);
                 }
             }
             if batch.is_empty() {
-                let silent = node
-                    .now_nanos()
-                    .saturating_sub(s.last_rx.load(Ordering::Relaxed));
-                if silent > cfg.dead_peer_timeout.as_nanos() as u64 {
-                    let f = s.lose(node, &mut st, gen, SessionError::DeadPeer);
-                    drop(st);
-                    f.deliver(node, s.peer);
-                    return;
-                }
-                let mut wait = next_ping.saturating_duration_since(now);
+                let mut wait = last_ping.map_or(Duration::ZERO, |t| {
+                    (t + cfg.ping_period).saturating_duration_since(now)
+                });
                 if confirm_due {
                     wait = wait.min(cfg.confirm_delay);
                 }
-                wait = wait.clamp(Duration::from_millis(1), Duration::from_millis(500));
+                wait = wait.min(dead_peer_wait(node, s, &st, now));
+                wait = wait.clamp(Duration::from_millis(1), MAX_SLEEP);
                 st.driver_waiting = true;
                 s.cond.wait_for(&mut st, wait);
                 st.driver_waiting = false;
@@ -228,4 +252,35 @@ fn write_loop(node: &Arc<NodeShared>, s: &Arc<Session>, gen: u64, stream: &IcStr
         }
         written = batch.len() as u64;
     }
+}
+
+/// Whether the peer is dead: silent for the dead-peer timeout (YDB's rule), or keeping
+/// data packets unconfirmed that long while it may still send (pings, say).
+fn dead_peer(node: &NodeShared, s: &Session, st: &State, now: Instant) -> Option<SessionError> {
+    let timeout = node.cfg.dead_peer_timeout;
+    let silent = node
+        .now_nanos()
+        .saturating_sub(s.last_rx.load(Ordering::Relaxed));
+    if silent > timeout.as_nanos() as u64 {
+        Some(SessionError::DeadPeer)
+    } else if !st.unconfirmed.is_empty() && now.duration_since(st.confirm_progress_at) > timeout {
+        Some(SessionError::NotConfirming)
+    } else {
+        None
+    }
+}
+
+/// How long until [`dead_peer`] may say yes (a little after its deadlines).
+fn dead_peer_wait(node: &NodeShared, s: &Session, st: &State, now: Instant) -> Duration {
+    let timeout = node.cfg.dead_peer_timeout;
+    let silent = Duration::from_nanos(
+        node.now_nanos()
+            .saturating_sub(s.last_rx.load(Ordering::Relaxed)),
+    );
+    let mut wait = timeout.saturating_sub(silent);
+    if !st.unconfirmed.is_empty() {
+        let waited = now.duration_since(st.confirm_progress_at);
+        wait = wait.min(timeout.saturating_sub(waited));
+    }
+    wait + Duration::from_millis(1)
 }

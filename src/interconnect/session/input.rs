@@ -9,8 +9,12 @@
 //!    exactly the previous + 1; anything else ends the session.
 //! 4. Inline parts add to their channel's event; a descriptor part completes it. An event
 //!    over the size limit, a malformed part or an XDC part ends the session.
-//! 5. Empty packets: bit 63 ping request (answered), bit 62 ping response (the RTT), bit 61
-//!    clock sample, else only a confirm.
+//! 5. Empty packets: bit 63 ping request (answered at once: the writer is woken), bit 62
+//!    ping response (the RTT), bit 61 clock sample, else only a confirm.
+//! 6. The checksum is the session's (CRC32C, or XXH3 if the handshake chose it); under TLS
+//!    it is not checked (YDB writes 0 then: TLS guards the bytes).
+//! 7. An end of stream while nothing of ours is queued or unconfirmed ends the session at
+//!    once (`ClosedByPeer`, YDB's clean close); any other end of the connection resumes.
 
 use std::io::Read;
 use std::sync::atomic::Ordering;
@@ -22,20 +26,24 @@ use crate::actors::{Body, EventFlags, EventHandle};
 use crate::interconnect::error::SessionError;
 use crate::interconnect::node::NodeShared;
 use crate::interconnect::stream::IcStream;
-use crate::interconnect::wire::{parts, EventDescriptor, Packet, PacketKind, WireError};
+use crate::interconnect::wire::{
+    parts, EventDescriptor, Packet, PacketChecksum, PacketKind, WireError,
+};
 
 const READ_CHUNK: usize = 256 << 10;
 
+/// Starts the reader of connection `gen`, whose packets carry checksums of `mode` (checked
+/// only without TLS).
 pub(crate) fn spawn_reader(
     node: Arc<NodeShared>,
     s: Arc<Session>,
-    gen: u64,
+    (gen, mode): (u64, PacketChecksum),
     stream: Arc<IcStream>,
 ) {
     let name = format!("ic{}<-{}", node.node_id, s.peer);
     let spawned = std::thread::Builder::new()
         .name(name)
-        .spawn(move || run(&node, &s, gen, stream));
+        .spawn(move || run(&node, &s, (gen, mode), stream));
     if let Err(e) = spawned {
         tracing::error!(error = %e, "interconnect: cannot start a reader thread");
     }
@@ -52,10 +60,15 @@ struct Effects {
     skipped: u64,
 }
 
-fn run(node: &Arc<NodeShared>, s: &Arc<Session>, gen: u64, stream: Arc<IcStream>) {
+fn run(
+    node: &Arc<NodeShared>,
+    s: &Arc<Session>,
+    (gen, mode): (u64, PacketChecksum),
+    stream: Arc<IcStream>,
+) {
     let _ = stream.set_read_timeout(None);
     // With TLS, YDB writes no packet checksum and checks none (TLS guards the bytes).
-    let tls = stream.is_tls();
+    let check = (!stream.is_tls()).then_some(mode);
     let mut stream: &IcStream = &stream;
     // Bytes [start, end) of `buf` are read and not yet processed (a packet cut short).
     let mut buf = vec![0u8; READ_CHUNK * 2];
@@ -98,7 +111,7 @@ fn run(node: &Arc<NodeShared>, s: &Arc<Session>, gen: u64, stream: Arc<IcStream>
                 node,
                 &mut input,
                 &buf[start..end],
-                (&mut prev_data, tls),
+                (check, &mut prev_data),
                 &mut fx,
             );
             s.publish_processed(input.epoch, input.last_processed);
@@ -147,6 +160,15 @@ fn run(node: &Arc<NodeShared>, s: &Arc<Session>, gen: u64, stream: Arc<IcStream>
     };
     let f = {
         let mut st = s.state.lock();
+        // A clean end of stream with nothing of ours pending ends the session at once (YDB's
+        // rule): the peer stopped or ended it, and a resume would only wait out the
+        // lost-connection timeout.
+        let eof = matches!(err, SessionError::Io(std::io::ErrorKind::UnexpectedEof, _));
+        let err = if eof && st.nothing_pending() {
+            SessionError::ClosedByPeer
+        } else {
+            err
+        };
         s.lose(node, &mut st, gen, err)
     };
     f.deliver(node, s.peer);
@@ -158,7 +180,7 @@ fn process(
     node: &NodeShared,
     input: &mut Input,
     bytes: &[u8],
-    (prev_data, tls): (&mut Option<u64>, bool),
+    (check, prev_data): (Option<PacketChecksum>, &mut Option<u64>),
     fx: &mut Effects,
 ) -> Result<usize, (usize, SessionError)> {
     let mut at = 0;
@@ -173,8 +195,8 @@ fn process(
             break;
         }
         let payload = &b[Packet::HEADER_LEN..total];
-        if !tls {
-            let actual = Packet::checksum(confirm, serial, payload);
+        if let Some(mode) = check {
+            let actual = mode.compute(confirm, serial, payload);
             if actual != checksum {
                 let e = WireError::BadChecksum {
                     expected: checksum,

@@ -12,6 +12,7 @@
 
 mod driver;
 mod input;
+mod lifecycle;
 mod outbox;
 
 use std::collections::VecDeque;
@@ -28,11 +29,12 @@ use super::events::{NodeConnected, NodeDisconnected};
 use super::node::NodeShared;
 use super::stats::SessionStats;
 use super::stream::IcStream;
-use super::wire::Packet;
-use crate::actors::{ActorId, EventFlags, EventHandle};
+use super::wire::{Packet, PacketChecksum};
+use crate::actors::{ActorId, DeadLetterReason, EventFlags, EventHandle};
 
 pub(crate) use driver::spawn_driver;
 pub(crate) use input::spawn_reader;
+pub(crate) use lifecycle::{NewPeer, PeerProgram};
 pub(crate) use outbox::{outbox_meta, OutEvent, Outbox, SentPacket};
 
 /// How many confirmed packets' payload buffers a session keeps for reuse.
@@ -53,6 +55,11 @@ pub(crate) struct State {
     pub(crate) self_id: ActorId,
     /// The peer's session virtual id; empty until the session's first handshake.
     pub(crate) peer_id: ActorId,
+    /// The packet checksum of this session (from its first handshake).
+    pub(crate) checksum: PacketChecksum,
+    /// The peer's program and the last handshake serial seen from it, kept across
+    /// sessions (see `lifecycle`).
+    pub(crate) peer_program: Option<PeerProgram>,
     /// Whether the session's first handshake is done (a lost connection is then resumed).
     pub(crate) established: bool,
     /// Whether the session runs TLS (decided by its first handshake; its resumes do too).
@@ -62,6 +69,9 @@ pub(crate) struct State {
     pub(crate) next_serial: u64,
     pub(crate) unconfirmed: VecDeque<SentPacket>,
     pub(crate) unconfirmed_bytes: usize,
+    /// Since when the oldest unconfirmed packet has waited without the peer confirming
+    /// anything (reset by every confirm that drops packets and by a new connection).
+    pub(crate) confirm_progress_at: Instant,
     /// The confirm carried by the last packet sent.
     pub(crate) confirm_sent: u64,
     pub(crate) last_confirm_at: Instant,
@@ -77,6 +87,9 @@ pub(crate) struct State {
     /// Incoming new-session handshakes waiting for the peer's proof (secret or TLS): our
     /// own connect gives way meanwhile (`handshake/takeover.rs`).
     pub(crate) proving: u32,
+    /// When the connection of the moment was installed by our own connect (`None` if it
+    /// was accepted): see `handshake/takeover.rs`, `resume_gate`.
+    pub(crate) outgoing_since: Option<Instant>,
     /// Since when the session has wanted a connection and had none.
     pub(crate) disconnected_since: Option<Instant>,
     pub(crate) driver_started: bool,
@@ -167,12 +180,15 @@ impl Session {
             state: Mutex::new(State {
                 self_id,
                 peer_id: ActorId::EMPTY,
+                checksum: PacketChecksum::Crc32c,
+                peer_program: None,
                 established: false,
                 encrypted: false,
                 out: Outbox::default(),
                 next_serial: 0,
                 unconfirmed: Default::default(),
                 unconfirmed_bytes: 0,
+                confirm_progress_at: Instant::now(),
                 confirm_sent: 0,
                 last_confirm_at: Instant::now(),
                 conn: Conn::None,
@@ -181,6 +197,7 @@ impl Session {
                 connecting: None,
                 accepting: None,
                 proving: 0,
+                outgoing_since: None,
                 disconnected_since: None,
                 driver_started: false,
                 driver_waiting: false,
@@ -249,19 +266,27 @@ impl Session {
     }
 
     /// Queues an event for the peer (the remote router's path). Its body was encoded by
-    /// the caller, outside the lock.
+    /// the caller, outside the lock. An event beyond the queue's limits (events or bytes)
+    /// is not queued: it follows the non-delivery rules at once, reason `Overloaded`.
     pub(crate) fn enqueue(self: &Arc<Self>, node: &Arc<NodeShared>, ev: OutEvent) {
         let subscribe = ev.meta.flags.contains(EventFlags::SUBSCRIBE_ON_SESSION);
         let (sender, cookie) = (ev.meta.sender, ev.meta.cookie);
         let fallout = {
             let mut st = self.state.lock();
-            if node.is_stopping() {
+            let refused = if node.is_stopping() {
                 // The session has ended for good (see `shutdown`): nothing would send it.
+                Some(DeadLetterReason::Disconnected)
+            } else if st.out.len() >= node.cfg.max_queued_events
+                || st.out.bytes() + ev.cost() > node.cfg.max_queued_bytes
+            {
+                st.stats.events_refused += 1;
+                Some(DeadLetterReason::Overloaded)
+            } else {
+                None
+            };
+            if let Some(reason) = refused {
                 drop(st);
-                let h = ev.into_handle();
-                node.system
-                    .0
-                    .not_delivered(h, crate::actors::DeadLetterReason::Disconnected);
+                node.system.0.not_delivered(ev.into_handle(), reason);
                 return;
             }
             st.out.push(ev);
@@ -351,6 +376,7 @@ impl Session {
         s.connected = matches!(st.conn, Conn::Connected { .. });
         s.tls = st.encrypted;
         s.queued_events = st.out.len();
+        s.queued_bytes = st.out.bytes();
         s.unconfirmed_packets = st.unconfirmed.len();
         s
     }
@@ -366,7 +392,7 @@ impl Session {
         peer_next: u64,
     ) -> Fallout {
         if let Conn::Connected { stream, .. } = &st.conn {
-            let _ = stream.shutdown(Shutdown::Both);
+            drop_for_resume(stream);
         }
         // The handshake's deadlines are over: the writer may block up to the dead-peer
         // timeout, the reader (see `input`) without limit.
@@ -380,12 +406,14 @@ impl Session {
         self.reader_gen.store(gen, Ordering::Release);
         self.last_rx.store(node.now_nanos(), Ordering::Relaxed);
         st.confirm(peer_next);
+        st.confirm_progress_at = Instant::now();
         if st.established {
             st.stats.reconnects += 1;
         }
         st.established = true;
         st.connecting = None;
         st.accepting = None;
+        st.outgoing_since = None;
         st.disconnected_since = None;
         st.confirm_sent = 0;
         let mut fallout = Fallout::default();
@@ -396,7 +424,7 @@ impl Session {
                 fallout.notify = true;
             }
         }
-        spawn_reader(node.clone(), self.clone(), gen, reader);
+        spawn_reader(node.clone(), self.clone(), (gen, st.checksum), reader);
         self.wake(node, st);
         fallout
     }
@@ -414,7 +442,7 @@ impl Session {
             if *g != gen {
                 return Fallout::default();
             }
-            let _ = stream.shutdown(Shutdown::Both);
+            drop_for_resume(stream);
             st.conn = Conn::None;
             // A new generation: the connection's writer and reader stop at their next
             // look, and what is queued from now on waits for the next connection.
@@ -428,7 +456,15 @@ impl Session {
             return Fallout::default();
         }
         if err.ends_session() {
-            tracing::warn!(node = node.node_id, peer = self.peer, error = %err, "interconnect session ends");
+            if err == SessionError::ClosedByPeer {
+                tracing::debug!(
+                    node = node.node_id,
+                    peer = self.peer,
+                    "interconnect session closed by the peer"
+                );
+            } else {
+                tracing::warn!(node = node.node_id, peer = self.peer, error = %err, "interconnect session ends");
+            }
             return self.terminate(node, st, err);
         }
         tracing::debug!(node = node.node_id, peer = self.peer, error = %err, "interconnect connection lost");
@@ -439,52 +475,15 @@ impl Session {
         }
         Fallout::default()
     }
+}
 
-    /// Ends the session: queued events and unconfirmed ones fail, subscribers get
-    /// NodeDisconnected, and the next send starts a new session with a new id.
-    pub(crate) fn terminate(
-        &self,
-        node: &NodeShared,
-        st: &mut State,
-        err: SessionError,
-    ) -> Fallout {
-        let mut fallout = Fallout::default();
-        if let Conn::Connected { stream, .. } = &st.conn {
-            let _ = stream.shutdown(Shutdown::Both);
-        }
-        st.conn = Conn::None;
-        st.gen += 1;
-        self.reader_gen.store(st.gen, Ordering::Release);
-        // Sent but never confirmed: the peer may have processed them.
-        for p in st.unconfirmed.drain(..) {
-            for meta in p.events {
-                fallout.failed.push((meta.into_handle(), true));
-            }
-        }
-        st.unconfirmed_bytes = 0;
-        // Still queued (a partly sent one too: without its descriptor the peer cannot
-        // have delivered it): surely not delivered.
-        for ev in st.out.drain() {
-            fallout.failed.push((ev.into_handle(), false));
-        }
-        for s in st.subscribers.drain(..) {
-            st.notices.push_back((s.actor, s.cookie, false));
-            fallout.notify = true;
-        }
-        st.self_id = node.new_session_id();
-        st.peer_id = ActorId::EMPTY;
-        st.established = false;
-        st.next_serial = 0;
-        st.confirm_sent = 0;
-        st.connecting = None;
-        st.accepting = None;
-        st.disconnected_since = None;
-        st.ping_responses.clear();
-        self.epoch.fetch_add(1, Ordering::AcqRel);
-        st.stats.sessions_ended += 1;
-        st.stats.last_error = Some(err);
-        fallout
-    }
+/// Closes a connection that the session resumes on another one: with a reset once its
+/// last descriptor closes (SO_LINGER 0), never with an end of stream, which the peer takes
+/// for the end of the session when it has nothing pending (YDB's clean-close rule). The
+/// read shutdown wakes our reader and sends nothing.
+fn drop_for_resume(stream: &IcStream) {
+    let _ = socket2::SockRef::from(stream.socket()).set_linger(Some(std::time::Duration::ZERO));
+    let _ = stream.shutdown(Shutdown::Read);
 }
 
 impl State {
@@ -519,6 +518,9 @@ impl State {
 
     /// The peer confirmed every data packet up to `serial`: they are dropped.
     pub(crate) fn confirm(&mut self, serial: u64) {
+        if self.unconfirmed.front().is_some_and(|p| p.serial <= serial) {
+            self.confirm_progress_at = Instant::now();
+        }
         while self.unconfirmed.front().is_some_and(|p| p.serial <= serial) {
             if let Some(mut p) = self.unconfirmed.pop_front() {
                 self.unconfirmed_bytes -= p.payload.len();

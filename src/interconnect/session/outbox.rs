@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 use ahash::AHashMap;
 
 use crate::actors::{ActorId, Body, DecodeFn, EventFlags, EventHandle, EventType};
-use crate::interconnect::wire::{EventDescriptor, Packet};
+use crate::interconnect::wire::{EventDescriptor, PacketChecksum};
 
 /// What is kept of a sent event until its packet is confirmed: enough to say it was not
 /// delivered (and to forward it, for `FORWARD_ON_NONDELIVERY`).
@@ -74,6 +74,12 @@ pub(crate) struct OutEvent {
 }
 
 impl OutEvent {
+    /// What an event is counted for against the queue's byte limit: its body and a fixed
+    /// cost (the event's own record).
+    pub(crate) fn cost(&self) -> usize {
+        self.body.len() + std::mem::size_of::<OutEvent>()
+    }
+
     pub(crate) fn new(meta: OutMeta, body: Vec<u8>) -> OutEvent {
         OutEvent {
             meta,
@@ -122,6 +128,8 @@ pub(crate) struct Outbox {
     /// Channels with events, in the order they are served.
     turn: VecDeque<u16>,
     len: usize,
+    /// The waiting events' [`OutEvent::cost`]s.
+    bytes: usize,
 }
 
 impl Outbox {
@@ -131,12 +139,28 @@ impl Outbox {
         if q.is_empty() {
             self.turn.push_back(channel);
         }
+        self.bytes += ev.cost();
         q.push_back(ev);
         self.len += 1;
     }
 
     pub(crate) fn len(&self) -> usize {
         self.len
+    }
+
+    /// What the waiting events cost (see [`OutEvent::cost`]).
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Forgets how much of each event was sent: for a new session, in which a partly
+    /// sent event goes out whole (its first parts went to a peer session that is gone).
+    pub(crate) fn restart_partial(&mut self) {
+        for q in self.queues.values_mut() {
+            for ev in q.iter_mut() {
+                ev.sent = 0;
+            }
+        }
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -152,6 +176,7 @@ impl Outbox {
             }
         }
         self.len = 0;
+        self.bytes = 0;
         all
     }
 
@@ -195,6 +220,7 @@ impl Outbox {
                 ev.meta.write_descriptor(payload);
                 if let Some(mut ev) = q.pop_front() {
                     self.len -= 1;
+                    self.bytes -= ev.cost();
                     // Keep the body for a forward on non-delivery.
                     match ev.meta.forward.as_mut() {
                         Some(f) => f.1 = std::mem::take(&mut ev.body),
@@ -214,9 +240,15 @@ impl Outbox {
     }
 }
 
-/// Appends a packet (header with checksum, then the payload) to `out`.
-pub(crate) fn write_packet(out: &mut Vec<u8>, confirm: u64, serial: u64, payload: &[u8]) {
-    let checksum = Packet::checksum(confirm, serial, payload);
+/// Appends a packet (header with the checksum of `mode`, then the payload) to `out`.
+pub(crate) fn write_packet(
+    out: &mut Vec<u8>,
+    mode: PacketChecksum,
+    confirm: u64,
+    serial: u64,
+    payload: &[u8],
+) {
+    let checksum = mode.compute(confirm, serial, payload);
     out.extend_from_slice(&confirm.to_le_bytes());
     out.extend_from_slice(&serial.to_le_bytes());
     out.extend_from_slice(&checksum.to_le_bytes());
@@ -227,7 +259,7 @@ pub(crate) fn write_packet(out: &mut Vec<u8>, confirm: u64, serial: u64, payload
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::interconnect::wire::{parts, EventDescriptor};
+    use crate::interconnect::wire::{parts, EventDescriptor, Packet};
 
     fn ev(channel: u16, cookie: u64, len: usize) -> OutEvent {
         OutEvent::new(

@@ -106,7 +106,7 @@ pub use handshake::{
     RdmaHandshake, ScopeId, SuccessRdma, XdcParams, HANDSHAKE_PROTOCOL,
 };
 pub use initial::InitialPacket;
-pub use packet::{Packet, PacketKind};
+pub use packet::{Packet, PacketChecksum, PacketKind};
 pub use parts::{parts, ChannelPart, PartRef, Parts};
 
 /// [`InitialPacket::version`] of the main stream: 2 (`INTERCONNECT_PROTOCOL_VERSION`).

@@ -26,9 +26,11 @@ use super::{crc32c_extend, le_u16, le_u32, le_u64};
 /// | ping response | 0 | `stamp \| 1 << 62` ([`PING_RESPONSE_MASK`](Self::PING_RESPONSE_MASK)) | [`ping_response`](Self::ping_response) |
 /// | clock sample | 0 | `unix_micros \| 1 << 61` ([`CLOCK_MASK`](Self::CLOCK_MASK)) | [`clock`](Self::clock) |
 ///
-/// The checksum is the CRC32C mode of a session without TLS that did not negotiate XXH3
-/// (`UseXxhash` false), the only mode this codec speaks; with TLS YDB writes 0 and checks
-/// nothing. XDC bytes sent on a second socket are not covered.
+/// The checksum covers the header (its checksum field zeroed) and the payload, by the
+/// [`PacketChecksum`] the session negotiated: CRC32C ([`encode`](Self::encode),
+/// [`decode`](Self::decode)), or XXH3 when the handshake set `UseXxhash`
+/// ([`encode_with`](Self::encode_with), [`decode_with`](Self::decode_with)). With TLS YDB
+/// writes 0 and checks nothing. XDC bytes sent on a second socket are not covered.
 ///
 /// # Examples
 ///
@@ -70,6 +72,68 @@ pub struct Packet {
     pub serial: u64,
     /// The payload: channel parts for a data packet, empty for an auxiliary one.
     pub payload: Vec<u8>,
+}
+
+/// How a session's packets are checksummed: chosen by the handshake's `UseXxhash` (YDB's
+/// responder sets it to the requester's `RequestXxhash`) and kept for the whole session,
+/// resumes included.
+///
+/// Both cover the 22 header bytes with the checksum field (bytes 16..20) zeroed, then the
+/// payload:
+///
+/// | mode | checksum field |
+/// |---|---|
+/// | [`Crc32c`](Self::Crc32c) (`UseXxhash` false or absent) | CRC32C of those bytes |
+/// | [`Xxh3`](Self::Xxh3) (`UseXxhash` true) | the low 32 bits of XXH3-64 (seed 0) of those bytes |
+///
+/// # Examples
+///
+/// ```
+/// use agentbox::interconnect::wire::{Packet, PacketChecksum};
+///
+/// let packet = Packet::data(3, 7, b"parts".to_vec());
+/// let bytes = packet.encode_with(PacketChecksum::Xxh3)?;
+/// assert_eq!(&bytes[16..20], &PacketChecksum::Xxh3.compute(3, 7, b"parts").to_le_bytes());
+/// assert_eq!(Packet::decode_with(&bytes, PacketChecksum::Xxh3)?.0, packet);
+/// // The other mode's receiver sees a checksum error.
+/// assert!(Packet::decode(&bytes).is_err());
+/// # Ok::<(), agentbox::interconnect::wire::WireError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum PacketChecksum {
+    /// CRC32C, YDB's mode when XXH3 was not negotiated.
+    #[default]
+    Crc32c,
+    /// XXH3-64 with seed 0, truncated to its low 32 bits (YDB's `UseXxhash` mode: the
+    /// digest is stored in a 32-bit field).
+    Xxh3,
+}
+
+impl PacketChecksum {
+    /// The mode a handshake's `UseXxhash` field selects.
+    pub fn negotiated(use_xxhash: Option<bool>) -> PacketChecksum {
+        if use_xxhash == Some(true) {
+            PacketChecksum::Xxh3
+        } else {
+            PacketChecksum::Crc32c
+        }
+    }
+
+    /// The checksum field of a packet with these fields in this mode.
+    pub fn compute(self, confirm: u64, serial: u64, payload: &[u8]) -> u32 {
+        let header = Packet::header(confirm, serial, 0, payload.len() as u16);
+        match self {
+            PacketChecksum::Crc32c => crc32c_extend(crc32c_extend(0, &header), payload),
+            PacketChecksum::Xxh3 => {
+                use std::hash::Hasher as _;
+                let mut h = twox_hash::XxHash3_64::new();
+                h.write(&header);
+                h.write(payload);
+                // YDB keeps the 64-bit digest in a u32: its low half.
+                h.finish() as u32
+            }
+        }
+    }
 }
 
 /// What a [`Packet`] is, by its payload length and serial, tested in YDB's order.
@@ -191,8 +255,7 @@ impl Packet {
     ///
     /// For writers that build packets in place rather than through [`encode`](Self::encode).
     pub fn checksum(confirm: u64, serial: u64, payload: &[u8]) -> u32 {
-        let header = Self::header(confirm, serial, 0, payload.len() as u16);
-        crc32c_extend(crc32c_extend(0, &header), payload)
+        PacketChecksum::Crc32c.compute(confirm, serial, payload)
     }
 
     fn header(confirm: u64, serial: u64, checksum: u32, len: u16) -> [u8; Self::HEADER_LEN] {
@@ -224,6 +287,16 @@ impl Packet {
     /// [`WireError::TooLarge`] if the payload is over [`MAX_PAYLOAD`](Self::MAX_PAYLOAD)
     /// bytes.
     pub fn try_encode(&self) -> Result<Vec<u8>, WireError> {
+        self.encode_with(PacketChecksum::Crc32c)
+    }
+
+    /// [`try_encode`](Self::try_encode) with the checksum of `mode`.
+    ///
+    /// # Errors
+    ///
+    /// [`WireError::TooLarge`] if the payload is over [`MAX_PAYLOAD`](Self::MAX_PAYLOAD)
+    /// bytes.
+    pub fn encode_with(&self, mode: PacketChecksum) -> Result<Vec<u8>, WireError> {
         let size = self.payload.len();
         if size > Self::MAX_PAYLOAD {
             return Err(WireError::TooLarge {
@@ -231,7 +304,7 @@ impl Packet {
                 max: Self::MAX_PAYLOAD,
             });
         }
-        let checksum = Self::checksum(self.confirm, self.serial, &self.payload);
+        let checksum = mode.compute(self.confirm, self.serial, &self.payload);
         let mut out = Vec::with_capacity(Self::HEADER_LEN + size);
         out.extend_from_slice(&Self::header(
             self.confirm,
@@ -253,6 +326,15 @@ impl Packet {
     /// - [`WireError::BadChecksum`] if the checksum does not match (YDB drops the
     ///   connection and resumes the session on a new one).
     pub fn decode(bytes: &[u8]) -> Result<(Packet, usize), WireError> {
+        Self::decode_with(bytes, PacketChecksum::Crc32c)
+    }
+
+    /// [`decode`](Self::decode) of a packet checksummed in `mode`.
+    ///
+    /// # Errors
+    ///
+    /// As [`decode`](Self::decode).
+    pub fn decode_with(bytes: &[u8], mode: PacketChecksum) -> Result<(Packet, usize), WireError> {
         need(bytes, Self::HEADER_LEN)?;
         let confirm = le_u64(bytes, 0);
         let serial = le_u64(bytes, 8);
@@ -260,7 +342,7 @@ impl Packet {
         let total = Self::HEADER_LEN + le_u16(bytes, 20) as usize;
         need(bytes, total)?;
         let payload = &bytes[Self::HEADER_LEN..total];
-        let actual = Self::checksum(confirm, serial, payload);
+        let actual = mode.compute(confirm, serial, payload);
         if expected != actual {
             return Err(WireError::BadChecksum { expected, actual });
         }

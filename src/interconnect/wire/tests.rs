@@ -233,6 +233,42 @@ mod packet {
         assert_eq!(Packet::decode(&bytes), Ok((p, 322)));
     }
 
+    /// XXH3 vectors computed independently, with the reference C library (libxxhash 0.8.1,
+    /// `XXH3_64bits`) over the 22 header bytes with the checksum zeroed, then the payload.
+    #[test]
+    fn xxh3_checksums_match_the_reference_library() {
+        // The published XXH3-64 of empty input, for the hasher itself.
+        use std::hash::Hasher as _;
+        let empty = twox_hash::XxHash3_64::new();
+        assert_eq!(empty.finish(), 0x2D06_8005_38D3_94C2);
+        // A data packet: XXH3-64 = 0xC773EE2BE05D3161, its low half goes on the wire.
+        assert_eq!(PacketChecksum::Xxh3.compute(3, 7, b"parts"), 0xE05D_3161);
+        // A ping request (no payload): 0x96949CA36BF634D1.
+        let ping = Packet::ping_request(0, 12345);
+        assert_eq!(
+            PacketChecksum::Xxh3.compute(0, ping.serial, &[]),
+            0x6BF6_34D1
+        );
+        // 1000 payload bytes (XXH3's long-input path): 0x11BDAA04F2F6FA95.
+        let payload: Vec<u8> = (0..1000u32).map(|i| (i * 7 + 1) as u8).collect();
+        assert_eq!(PacketChecksum::Xxh3.compute(41, 42, &payload), 0xF2F6_FA95);
+        let p = Packet::data(41, 42, payload);
+        let bytes = p.encode_with(PacketChecksum::Xxh3).unwrap();
+        assert_eq!(&bytes[16..20], &0xF2F6_FA95u32.to_le_bytes());
+        assert_eq!(
+            Packet::decode_with(&bytes, PacketChecksum::Xxh3),
+            Ok((p, 1022))
+        );
+        assert!(matches!(
+            Packet::decode(&bytes),
+            Err(WireError::BadChecksum { .. })
+        ));
+        assert_eq!(PacketChecksum::negotiated(Some(true)), PacketChecksum::Xxh3);
+        for off in [None, Some(false)] {
+            assert_eq!(PacketChecksum::negotiated(off), PacketChecksum::Crc32c);
+        }
+    }
+
     #[test]
     fn every_bit_is_covered() {
         let bytes = Packet::data(5, 6, b"xyz".to_vec()).encode();

@@ -1,0 +1,206 @@
+//! How a session ends, and what a new one takes from the handshake (YDB_WIRE.md §6).
+//!
+//! 1. A session ends ([`Session::terminate`]) on a lost-connection timeout, a dead peer (no
+//!    traffic, or no confirm, for the dead-peer timeout), a protocol violation, a handshake
+//!    refused for good, a clean close with nothing pending, or the node stopping: the
+//!    unconfirmed events are "unsure", the queued ones are surely not delivered, the
+//!    subscribers get `NodeDisconnected`, and the next send starts a new session.
+//! 2. A session whose peer restarted ([`Session::restart`]: a resume answered with all-zero
+//!    ids, or a new-session request from the peer while ours was established) ends the
+//!    same way, except that the queued events, which never reached the old peer, stay
+//!    queued (a partly sent one goes out whole) and a new session starts at once.
+//! 3. A new-session request from the peer's program (its PID and start time) with a
+//!    serial at or below the last one seen from it is dropped before it touches the session
+//!    ([`State::check_serial`]); the last serial is kept across sessions, as YDB's proxy
+//!    keeps it. A handshake that must still prove itself (secret or TLS) is checked early
+//!    ([`State::stale`]) and recorded only once proven.
+//!
+//! Races: all of this runs under the session's state lock; the connection's writer and
+//! reader see the new generation at their next look and stop.
+
+use std::net::Shutdown;
+use std::sync::atomic::Ordering;
+
+use super::{Conn, Fallout, Session, State};
+use crate::actors::ActorId;
+use crate::interconnect::error::{HandshakeError, SessionError};
+use crate::interconnect::node::NodeShared;
+use crate::interconnect::wire::{HandshakeRequest, HandshakeSuccess, PacketChecksum};
+
+/// The peer's program as its handshake names it, with the handshake's serial.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PeerProgram {
+    pub(crate) pid: u64,
+    pub(crate) start_time: u64,
+    pub(crate) serial: u64,
+}
+
+/// What a new session takes from its handshake.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct NewPeer {
+    /// The peer's session virtual id.
+    pub(crate) id: ActorId,
+    /// The packet checksum the handshake chose (`UseXxhash`).
+    pub(crate) checksum: PacketChecksum,
+    pub(crate) program: PeerProgram,
+}
+
+impl PeerProgram {
+    /// The program a new-session request comes from.
+    pub(crate) fn of_request(r: &HandshakeRequest) -> PeerProgram {
+        PeerProgram {
+            pid: r.program_pid,
+            start_time: r.program_start_time,
+            serial: r.serial,
+        }
+    }
+}
+
+impl NewPeer {
+    /// What our new session takes from the peer's success (connecting side).
+    pub(crate) fn from_success(id: ActorId, s: &HandshakeSuccess) -> NewPeer {
+        NewPeer {
+            id,
+            checksum: PacketChecksum::negotiated(s.use_xxhash),
+            program: PeerProgram {
+                pid: s.program_pid,
+                start_time: s.program_start_time,
+                serial: s.serial,
+            },
+        }
+    }
+
+    /// Grants in `success` what the request asked as YDB's responder does (XXH3 checksums,
+    /// and the XDC shuffle flag, inert without XDC); returns what our new session takes
+    /// from the handshake (accepting side).
+    pub(crate) fn grant(
+        id: ActorId,
+        request: &HandshakeRequest,
+        success: &mut HandshakeSuccess,
+    ) -> NewPeer {
+        success.use_xxhash = Some(request.request_xxhash == Some(true));
+        success.use_xdc_shuffle = Some(request.request_xdc_shuffle == Some(true));
+        NewPeer {
+            id,
+            checksum: PacketChecksum::negotiated(success.use_xxhash),
+            program: PeerProgram::of_request(request),
+        }
+    }
+}
+
+impl State {
+    /// YDB's stale-handshake rule: a new-session handshake from the peer's program with a
+    /// serial at or below the last one seen from that program is refused; otherwise its
+    /// serial becomes the last one.
+    pub(crate) fn check_serial(&mut self, p: PeerProgram) -> Result<(), HandshakeError> {
+        self.stale(p)?;
+        self.peer_program = Some(p);
+        Ok(())
+    }
+
+    /// The check of [`check_serial`](Self::check_serial) alone, which records nothing (for
+    /// a handshake that has yet to prove itself).
+    pub(crate) fn stale(&self, p: PeerProgram) -> Result<(), HandshakeError> {
+        if let Some(last) = self.peer_program {
+            let same = last.pid == p.pid && last.start_time == p.start_time;
+            if same && p.serial <= last.serial {
+                return Err(HandshakeError::StaleSerial {
+                    serial: p.serial,
+                    last: last.serial,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes the peer's side of a new session from its handshake.
+    pub(crate) fn adopt(&mut self, peer: NewPeer) {
+        self.peer_id = peer.id;
+        self.checksum = peer.checksum;
+        // The reply of a handshake we started names the peer's program too (YDB keeps it
+        // from both directions); a later request must come with a higher serial.
+        match self.peer_program {
+            Some(last)
+                if last.pid == peer.program.pid
+                    && last.start_time == peer.program.start_time
+                    && last.serial >= peer.program.serial => {}
+            _ => self.peer_program = Some(peer.program),
+        }
+    }
+
+    /// Whether the peer may close the connection and end the session at once: nothing of
+    /// ours is queued or waits for its confirm (YDB's `OnDisconnect` with end of stream).
+    pub(crate) fn nothing_pending(&self) -> bool {
+        self.out.is_empty() && self.unconfirmed.is_empty()
+    }
+}
+
+impl Session {
+    /// Ends the session (step 1 of the module docs).
+    pub(crate) fn terminate(
+        &self,
+        node: &NodeShared,
+        st: &mut State,
+        err: SessionError,
+    ) -> Fallout {
+        self.end(node, st, err, false)
+    }
+
+    /// Ends the session of a peer that restarted and keeps its queued events for the next
+    /// one, which starts at once (step 2 of the module docs).
+    pub(crate) fn restart(&self, node: &NodeShared, st: &mut State, err: SessionError) -> Fallout {
+        self.end(node, st, err, true)
+    }
+
+    fn end(&self, node: &NodeShared, st: &mut State, err: SessionError, keep: bool) -> Fallout {
+        let mut fallout = Fallout::default();
+        if let Conn::Connected { stream, .. } = &st.conn {
+            let _ = stream.shutdown(Shutdown::Both);
+        }
+        st.conn = Conn::None;
+        st.gen += 1;
+        self.reader_gen.store(st.gen, Ordering::Release);
+        // Sent but never confirmed: the peer may have processed them.
+        for p in st.unconfirmed.drain(..) {
+            for meta in p.events {
+                fallout.failed.push((meta.into_handle(), true));
+            }
+        }
+        st.unconfirmed_bytes = 0;
+        if keep {
+            // Never delivered to the old peer (a partly sent one lacks its descriptor
+            // there): they go whole in the new session.
+            st.out.restart_partial();
+        } else {
+            // Still queued (a partly sent one too: without its descriptor the peer cannot
+            // have delivered it): surely not delivered.
+            for ev in st.out.drain() {
+                fallout.failed.push((ev.into_handle(), false));
+            }
+        }
+        for s in st.subscribers.drain(..) {
+            st.notices.push_back((s.actor, s.cookie, false));
+            fallout.notify = true;
+        }
+        st.self_id = node.new_session_id();
+        st.peer_id = ActorId::EMPTY;
+        st.checksum = PacketChecksum::Crc32c;
+        st.established = false;
+        st.next_serial = 0;
+        st.confirm_sent = 0;
+        st.connecting = None;
+        st.accepting = None;
+        st.disconnected_since = None;
+        st.ping_responses.clear();
+        self.epoch.fetch_add(1, Ordering::AcqRel);
+        st.stats.sessions_ended += 1;
+        st.stats.last_error = Some(err);
+        // The writer of the ended connection stops at its next look; the driver starts the
+        // next session now if events wait.
+        if st.driver_waiting {
+            st.driver_waiting = false;
+            self.cond.notify_one();
+        }
+        fallout
+    }
+}

@@ -7,13 +7,13 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::takeover::accept_resume;
-use super::{read_full, Conn};
+use super::takeover::{accept_resume, accept_verified};
+use super::{challenge, read_full, Conn};
 use crate::actors::{ActorId, ActorSystem, SystemSetup};
 use crate::interconnect::error::HandshakeError;
 use crate::interconnect::node::NodeShared;
-use crate::interconnect::session::{Conn as Link, Session};
-use crate::interconnect::wire::InitialPacket;
+use crate::interconnect::session::{Conn as Link, PeerProgram, Session};
+use crate::interconnect::wire::{ExBlock, HandshakeRequest, InitialPacket};
 use crate::interconnect::{Interconnect, InterconnectSetup, NameService, NodeAddress};
 use crate::WrappedEnv;
 
@@ -69,6 +69,17 @@ fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
 /// Node 2 with an established session with node 1 (peer session `peer`); node 1 is not
 /// running, its connections are played by the test.
 fn node_with_session(w: &WrappedEnv, peer: ActorId) -> (Arc<NodeShared>, Arc<Session>) {
+    let (node, s) = node_2(w, None);
+    {
+        let mut st = s.state.lock();
+        st.established = true;
+        st.peer_id = peer;
+    }
+    (node, s)
+}
+
+/// Node 2 (with `secret`, if any) and its session with node 1, which is not running.
+fn node_2(w: &WrappedEnv, secret: Option<&[u8]>) -> (Arc<NodeShared>, Arc<Session>) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let closed = TcpListener::bind("127.0.0.1:0").unwrap();
     let names = NameService::new()
@@ -82,17 +93,15 @@ fn node_with_session(w: &WrappedEnv, peer: ActorId) -> (Arc<NodeShared>, Arc<Ses
         );
     drop(closed);
     let system = ActorSystem::start(w.environment(), SystemSetup::new(2)).unwrap();
-    let setup = InterconnectSetup::new(names)
+    let mut setup = InterconnectSetup::new(names)
         .listener(l)
         .handshake_timeout(PATIENCE);
+    if let Some(secret) = secret {
+        setup = setup.secret(secret);
+    }
     let ic = Interconnect::start(&system, setup).unwrap();
     let node = ic.shared().clone();
     let s = node.session(1).unwrap();
-    {
-        let mut st = s.state.lock();
-        st.established = true;
-        st.peer_id = peer;
-    }
     (node, s)
 }
 
@@ -204,4 +213,74 @@ fn a_read_interrupted_by_a_signal_during_a_handshake_is_retried() {
         read_full(&mut r, &mut buf, || Ok(())),
         Err(HandshakeError::Io(ErrorKind::UnexpectedEof, _))
     ));
+}
+
+#[test]
+fn a_handshake_yet_to_prove_itself_is_dropped_if_stale_and_moves_no_serial_mark() {
+    // A request's program and serial are not covered by its proof: a recorded request
+    // replayed with a huge serial must not make the real peer's next ones stale.
+    let w = WrappedEnv::new(|_| {}).unwrap();
+    let (node, s) = node_2(&w, Some(b"shared secret"));
+    let mark = PeerProgram {
+        pid: 7,
+        start_time: 8,
+        serial: 10,
+    };
+    s.state.lock().peer_program = Some(mark);
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let handshake = |stream: TcpStream, serial: u64| {
+        let (node, s) = (node.clone(), s.clone());
+        std::thread::spawn(move || {
+            let mut c = Conn {
+                stream,
+                deadline: Instant::now() + PATIENCE,
+            };
+            let request = HandshakeRequest {
+                program_pid: mark.pid,
+                program_start_time: mark.start_time,
+                serial,
+                ..Default::default()
+            };
+            let peer_session = ActorId::new(1, serial, 0);
+            let ni = [1u8; challenge::NONCE_LEN];
+            accept_verified(&node, &s, &mut c, (peer_session, &request), &ni, false)
+        })
+    };
+
+    // At or below the mark: closed before any reply.
+    let (a, mut a_peer) = pair(&l);
+    let a_done = handshake(a, 10);
+    assert_eq!(
+        a_done.join().unwrap(),
+        Err(HandshakeError::StaleSerial {
+            serial: 10,
+            last: 10
+        })
+    );
+    let mut got = Vec::new();
+    a_peer
+        .set_read_timeout(Some(PATIENCE))
+        .and_then(|()| a_peer.read_to_end(&mut got))
+        .unwrap();
+    assert!(got.is_empty(), "a stale request got {} bytes", got.len());
+
+    // Above it, but never proven (a wrong answer to our nonce): refused, and the mark stays.
+    let (b, mut b_peer) = pair(&l);
+    let b_done = handshake(b, u64::MAX >> 1);
+    b_peer.set_read_timeout(Some(PATIENCE)).unwrap();
+    let mut head = [0u8; 8];
+    b_peer.read_exact(&mut head).unwrap();
+    let size = u32::from_le_bytes([head[4], head[5], head[6], head[7]]) as usize;
+    assert!(size <= ExBlock::MAX_SIZE);
+    let mut success = vec![0u8; size];
+    b_peer.read_exact(&mut success).unwrap();
+    b_peer
+        .write_all(&challenge::proof_frame(vec![0; 32]))
+        .unwrap();
+    assert_eq!(b_done.join().unwrap(), Err(HandshakeError::BadSecret));
+    let st = s.state.lock();
+    assert_eq!(st.peer_program, Some(mark));
+    assert_eq!((st.established, st.proving), (false, 0));
+    drop(st);
+    w.stop_then_join().unwrap();
 }

@@ -92,11 +92,18 @@
 //! }).unwrap(); // ends when the agent's coop and the actor are gone
 //! ```
 
+#[cfg(feature = "interconnect")]
+mod cluster;
 mod endpoint;
 mod origin;
 #[cfg(feature = "interconnect")]
 mod remote;
 
+#[cfg(feature = "interconnect")]
+pub use cluster::{
+    ClusterInterest, ClusterKey, ClusterMbox, ClusterMboxError, ClusterMboxEvents, ClusterView,
+    ShippableFilter, EV_CLUSTER_INTEREST,
+};
 pub use endpoint::{BridgeSendError, Endpoint, ExposeError, Exposed};
 pub use origin::FromActor;
 #[cfg(feature = "interconnect")]

@@ -126,6 +126,7 @@ pub use self::wire::{ClusterInterest, ClusterMboxEvents, EV_CLUSTER_INTEREST};
 use crate::actors::{ActorSystem, Event, EventFlags, EventType, RegisterActorError, ServiceError};
 use crate::interconnect::Interconnect;
 use crate::mbox::{Mbox, MboxId, MboxImpl};
+use crate::message::Message;
 use crate::ActorId;
 
 /// The builder of a cluster-wide MPMC mbox (see the [module docs](self) for the rules).
@@ -346,6 +347,23 @@ impl ClusterView {
     /// The other nodes known, now, to have a subscriber for `E` (sorted).
     pub fn nodes_wanting<E: Event>(&self) -> Vec<u32> {
         let mut v = self.core.nodes_wanting(E::EVENT_TYPE);
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
+    /// How many subscribers to `E` node `node` announced: for the round-robin kind, its
+    /// count; for the fan-out kind 1 if it has any (only that matters there); 0 when it is
+    /// not known to want `E`.
+    pub fn subscribers_on<E: Event>(&self, node: u32) -> u32 {
+        self.core.subscribers_on(E::EVENT_TYPE, node)
+    }
+
+    /// The other nodes a send of `event` would go to now: those with a subscriber for its
+    /// type whose shipped filters (if any, and if this node knows the type's key) accept
+    /// it (sorted). For a round-robin mbox, the nodes it may go to.
+    pub fn nodes_for<E: Event + Sync>(&self, event: E) -> Vec<u32> {
+        let mut v = self.core.nodes_for(&Message::new(event));
         v.sort_unstable();
         v.dedup();
         v

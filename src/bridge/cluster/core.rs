@@ -197,6 +197,32 @@ impl Core {
             .unwrap_or_default()
     }
 
+    /// What `node` announced for `event_type`: its subscriber count.
+    pub(crate) fn subscribers_on(&self, event_type: EventType, node: u32) -> u32 {
+        let view = self.view.read().clone();
+        view.remote
+            .get(&event_type)
+            .and_then(|w| w.iter().find(|p| p.node == node))
+            .map_or(0, |p| p.subscribers)
+    }
+
+    /// The peers a send of `msg` would go to now (shipped filters applied).
+    pub(crate) fn nodes_for(&self, msg: &Message) -> Vec<u32> {
+        let Some(entry) = self.entry_by_type(msg.type_id()) else {
+            return Vec::new();
+        };
+        let view = self.view.read().clone();
+        view.remote
+            .get(&entry.event_type)
+            .map(|w| {
+                w.iter()
+                    .filter(|p| Self::passes(p, entry, msg))
+                    .map(|p| p.node)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// The peers whose session is up, as this mbox last heard.
     pub(crate) fn connected_peers(&self) -> Vec<u32> {
         self.state.lock().connected.iter().copied().collect()

@@ -146,6 +146,13 @@ fn fan_out_reaches_every_subscriber_on_three_nodes_once_with_one_wire_copy_per_n
                     .iter()
                     .all(|(_, v)| v.nodes_wanting::<Job>().len() == 2)
             });
+            // Announcements already queued (answers to a peer whose session came up) leave
+            // before the count starts.
+            wait_until("nothing waits to leave", || {
+                nodes
+                    .iter()
+                    .all(|n| n.ic.stats().iter().all(|s| s.queued_events == 0))
+            });
             let out = |a: usize, b: u32| nodes[a].ic.session_stats(b).unwrap().events_out;
             let before = [
                 out(0, 2),
@@ -336,6 +343,9 @@ fn a_shippable_filter_keeps_refused_messages_off_the_wire() {
             wait_until("node 1 knows node 2's filter", || {
                 let job = |key| Job { from: 1, n: 0, key };
                 view1.nodes_for(job(0)) == [2] && view1.nodes_for(job(1)).is_empty()
+            });
+            wait_until("nothing waits to leave", || {
+                nodes[0].ic.session_stats(2).unwrap().queued_events == 0
             });
             let before = nodes[0].ic.session_stats(2).unwrap().events_out;
             let filtered = env.drop_counts().filtered;

@@ -14,7 +14,8 @@
 //! 2. **Who wants what.** A node learns which types another node wants from that node's
 //!    announcements ([`ClusterInterest`], to the service `ab.c` + a hash of the name, on
 //!    the peer): a node announces its whole interest in the mbox to a peer each time the
-//!    session to it comes up, and to every connected peer when the first subscriber of a
+//!    session to it comes up (and the peer answers with its own, in case its first
+//!    announcement came before this node's mbox was built), and to every connected peer when the first subscriber of a
 //!    type comes or the last one goes (and, for the round-robin kind, at every change of
 //!    the count). Sends reach another node's new subscriber once its announcement has
 //!    arrived; [`ClusterView::nodes_wanting`] tells when.

@@ -312,6 +312,7 @@ impl Core {
             incarnation: self.incarnation,
             version,
             types,
+            ask: false,
         }
     }
 
@@ -345,7 +346,10 @@ impl Core {
                 return;
             }
             st.connected.insert(peer);
-            self.announcement(st.version, st.announced.clone())
+            ClusterInterest {
+                ask: true,
+                ..self.announcement(st.version, st.announced.clone())
+            }
         };
         self.announce(peer, send);
     }
@@ -391,6 +395,15 @@ impl Core {
     fn on_interest(&self, peer: u32, interest: ClusterInterest) {
         if interest.mbox != self.name || !self.peers.contains(&peer) {
             return;
+        }
+        if interest.ask {
+            let answer = {
+                let st = self.state.lock();
+                (!st.closed).then(|| self.announcement(st.version, st.announced.clone()))
+            };
+            if let Some(answer) = answer {
+                self.announce(peer, answer);
+            }
         }
         let mut view = self.view.write();
         if let Some(&(inc, ver)) = view.seen.get(&peer) {

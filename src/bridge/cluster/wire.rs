@@ -15,7 +15,8 @@ pub const EV_CLUSTER_INTEREST: EventType = event_space_begin(ES_AGENTBOX) + 1;
 /// One node's whole interest in one cluster mbox: which event types its agents subscribe
 /// to, how many subscribers each has, and (when every one of them filters with a
 /// shippable filter) their key predicates. Sent to a peer when its session connects and
-/// whenever the interest changes; a later `version` of the same `incarnation` replaces an
+/// whenever the interest changes (and in answer to a peer whose session just came up); a
+/// later `version` of the same `incarnation` replaces an
 /// earlier one.
 ///
 /// Only the cluster mbox reads it; it is public so that it can be named when its codec is
@@ -26,6 +27,9 @@ pub struct ClusterInterest {
     pub(crate) incarnation: u64,
     pub(crate) version: u64,
     pub(crate) types: Vec<TypeInterest>,
+    /// The sender's session to the receiver just came up: the receiver answers with its
+    /// own interest (an announcement sent before this node's mbox was built was lost).
+    pub(crate) ask: bool,
 }
 
 impl Event for ClusterInterest {

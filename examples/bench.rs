@@ -11,6 +11,10 @@ mod scenarios;
 #[path = "bench_ic/mod.rs"]
 mod ic;
 
+#[cfg(feature = "interconnect")]
+#[path = "bench_cluster/mod.rs"]
+mod cluster;
+
 use std::time::Duration;
 
 /// A ping-pong scenario: runs `rounds` round trips, returns the time they took.
@@ -163,6 +167,16 @@ fn interconnect(run: &dyn Fn(&str) -> bool, scale: u64) {
     if run("raw_tcp_framed") {
         let n = 2_000_000 * scale;
         rate("raw_tcp_framed", n, ic::raw_tcp_framed(n, 64), "events/s");
+    }
+    // The cluster mbox (`bridge::ClusterMbox`) between two nodes over loopback: a stream
+    // to one subscriber on the other node; one send to 16 subscribers, 8 per node.
+    if run("cluster_mbox_stream") {
+        let (t, n) = cluster::stream(200_000 * scale);
+        rate("cluster_mbox_stream", n, t, "msg/s");
+    }
+    if run("cluster_mbox_fanout") {
+        let (t, deliveries) = cluster::fanout(20_000 * scale);
+        rate("cluster_mbox_fanout", deliveries, t, "deliveries/s");
     }
 }
 

@@ -1,111 +1,4 @@
-//! [`ClusterMbox`]: one named MPMC mbox on every node of a cluster.
-//!
-//! Each node builds the mbox under the same name with the same message types. Agents on
-//! any node subscribe to it by type, with delivery filters and states, exactly as to a
-//! local MPMC mbox; a send on any node reaches every subscriber in the cluster.
-//!
-//! # Rules
-//!
-//! 1. **Exactly once per subscriber, one wire copy per node.** A send hands the message
-//!    to this node's subscribers (a local MPMC mbox inside does the fan-out) and sends
-//!    *one* copy, encoded once on the sender's thread, to each other node that has a
-//!    subscriber for its type; that node fans it out to its own subscribers. A node never
-//!    passes on what it received from another node.
-//! 2. **Who wants what.** A node learns which types another node wants from that node's
-//!    announcements ([`ClusterInterest`], to the service `ab.c` + a hash of the name, on
-//!    the peer): a node announces its whole interest in the mbox to a peer each time the
-//!    session to it comes up (and the peer answers with its own, in case its first
-//!    announcement came before this node's mbox was built), and to every connected peer when the first subscriber of a
-//!    type comes or the last one goes (and, for the round-robin kind, at every change of
-//!    the count). Sends reach another node's new subscriber once its announcement has
-//!    arrived; [`ClusterView::nodes_wanting`] tells when.
-//! 3. **Filters.** Delivery filters run on the receiving node, as on a local mbox.
-//!    A [`ShippableFilter`] (a predicate over the message's [`ClusterKey`]: equal, range,
-//!    set) is announced too, and the sending node — when the mbox was built with
-//!    [`keyed_event`](ClusterMbox::keyed_event) for the type — sends a message to a node
-//!    only if one of that node's filters accepts it: a filtered-out message never crosses
-//!    the wire (counted `filtered` in [`DropCounts`](crate::DropCounts) on the sender, once
-//!    per node). A node ships its filters for a type only if every subscriber there has a
-//!    shippable filter; closure filters ([`Context::set_delivery_filter`](crate::Context::set_delivery_filter))
-//!    never ship.
-//! 4. **Membership follows the sessions.** When the session to a node ends (the node
-//!    stopped, restarted, or stayed unreachable for the interconnect's lost-connection
-//!    timeout), everything it wanted vanishes on this node: later sends of its types go to
-//!    the remaining subscribers, and a send nobody else wants is counted `no_subscribers`
-//!    in [`DropCounts`](crate::DropCounts) (events already queued in the ended session are
-//!    the interconnect's dead letters, reason `Disconnected`). When the node comes back,
-//!    its announcement comes with the new session. A cluster mbox dropped on a node (the
-//!    last handle gone) announces that it wants nothing. The mbox subscribes to every
-//!    peer's session, so the interconnect connects to every peer while it exists.
-//! 5. **Order.** Messages from one sender thread to the subscribers of one node keep
-//!    their order: all of one mbox's events to a node go on one interconnect channel
-//!    ([`ClusterMbox::channel`]), announcements included.
-//! 6. **Types.** Only the types named in the builder may be sent or subscribed to (others
-//!    are refused with [`SendError::NotSerializable`](crate::SendError::NotSerializable)
-//!    and [`SubscribeError::Refused`](crate::SubscribeError::Refused)); each needs a codec
-//!    registered with the interconnect on every node, and so does the mbox's own event:
-//!    call [`ClusterMboxEvents::cluster_mbox_events`] on each node's setup. Mutable
-//!    messages are refused, as by any MPMC mbox.
-//! 7. **Round robin.** [`ClusterMbox::round_robin`] makes a mbox where each message goes
-//!    to *one* subscriber in the cluster: the sending node picks, in turn, among all the
-//!    subscribers it knows of (its own, and each node's announced count), and a message
-//!    for another node goes there once and is given to one of its subscribers, in turn.
-//!    A filter runs on the chosen node: a refusal there drops the message (counted
-//!    `filtered`) and does not offer it to another node. Priorities and message limits
-//!    of the fan-out kind's local MPMC mbox do not apply to the choice.
-//!
-//! # Examples
-//!
-//! Two nodes in one process: an agent on node 2 gets a job sent on node 1.
-//!
-//! ```
-//! use std::net::TcpListener;
-//! use agentbox::actors::*;
-//! use agentbox::bridge::{ClusterMbox, ClusterMboxEvents};
-//! use agentbox::interconnect::{Interconnect, InterconnectSetup, NameService, NodeAddress, RemoteEvent, Serde};
-//! use agentbox::prelude::*;
-//! use serde::{Deserialize, Serialize};
-//!
-//! #[derive(Serialize, Deserialize)]
-//! struct Job(u32);
-//! impl Event for Job { const EVENT_TYPE: u32 = event_space_begin(ES_USERSPACE + 7) + 1; }
-//! impl RemoteEvent for Job { type Codec = Serde; }
-//!
-//! struct Worker { jobs: Mbox }
-//! impl Agent for Worker {
-//!     fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
-//!         ctx.subscribe(&self.jobs).event(|_: &mut Self, ctx, job: &Job| {
-//!             assert_eq!(job.0, 42);
-//!             ctx.environment().stop();
-//!         })?;
-//!         Ok(())
-//!     }
-//! }
-//!
-//! Environment::launch(|env| {
-//!     let (l1, l2) = (TcpListener::bind("127.0.0.1:0").unwrap(), TcpListener::bind("127.0.0.1:0").unwrap());
-//!     let names = NameService::new()
-//!         .node(1, NodeAddress::new("127.0.0.1", l1.local_addr().unwrap().port()))
-//!         .node(2, NodeAddress::new("127.0.0.1", l2.local_addr().unwrap().port()));
-//!     let mut views = Vec::new();
-//!     for (id, listener) in [(1, l1), (2, l2)] {
-//!         let system = ActorSystem::start(env, SystemSetup::new(id)).unwrap();
-//!         let setup = InterconnectSetup::new(names.clone()).listener(listener)
-//!             .cluster_mbox_events()
-//!             .event::<Job>();
-//!         let ic = Interconnect::start(&system, setup).unwrap();
-//!         // The same mbox on every node.
-//!         views.push(ClusterMbox::new(&system, &ic, "jobs").event::<Job>().build_with_view().unwrap());
-//!     }
-//!     let jobs2 = views[1].0.clone();
-//!     env.introduce_coop(|coop| coop.add_agent(Worker { jobs: jobs2 })).unwrap();
-//!     // Node 1 learns that node 2 wants jobs, then sends one.
-//!     while views[0].1.nodes_wanting::<Job>().is_empty() {
-//!         std::thread::sleep(std::time::Duration::from_millis(5));
-//!     }
-//!     send(&views[0].0, Job(42)).unwrap();
-//! }).unwrap();
-//! ```
+//! [`ClusterMbox`]: one named MPMC mbox on every node of a cluster (its docs state the rules).
 
 #[path = "cluster/core.rs"]
 mod core;
@@ -130,9 +23,114 @@ use crate::mbox::{Mbox, MboxId, MboxImpl};
 use crate::message::Message;
 use crate::ActorId;
 
-/// The builder of a cluster-wide MPMC mbox (see the [module docs](self) for the rules).
+/// The builder of a cluster-wide MPMC mbox: one named mbox on every node of a cluster.
 ///
-/// Build it on every node under the same name, with the same types and kind.
+/// Each node builds the mbox under the same name with the same message types. Agents on
+/// any node subscribe to it by type, with delivery filters and states, exactly as to a
+/// local MPMC mbox; a send on any node reaches every subscriber in the cluster.
+///
+/// # Rules
+///
+/// 1. **Exactly once per subscriber, one wire copy per node.** A send hands the message
+///    to this node's subscribers (a local MPMC mbox inside does the fan-out) and sends
+///    *one* copy, encoded once on the sender's thread, to each other node that has a
+///    subscriber for its type; that node fans it out to its own subscribers. A node never
+///    passes on what it received from another node.
+/// 2. **Who wants what.** A node learns which types another node wants from that node's
+///    announcements ([`ClusterInterest`], to the service `ab.c` + a hash of the name, on
+///    the peer): a node announces its whole interest in the mbox to a peer each time the
+///    session to it comes up (and the peer answers with its own, in case its first
+///    announcement came before this node's mbox was built), and to every connected peer when the first subscriber of a
+///    type comes or the last one goes (and, for the round-robin kind, at every change of
+///    the count). Sends reach another node's new subscriber once its announcement has
+///    arrived; [`ClusterView::nodes_wanting`] tells when.
+/// 3. **Filters.** Delivery filters run on the receiving node, as on a local mbox.
+///    A [`ShippableFilter`] (a predicate over the message's [`ClusterKey`]: equal, range,
+///    set) is announced too, and the sending node — when the mbox was built with
+///    [`keyed_event`](ClusterMbox::keyed_event) for the type — sends a message to a node
+///    only if one of that node's filters accepts it: a filtered-out message never crosses
+///    the wire (counted `filtered` in [`DropCounts`](crate::DropCounts) on the sender, once
+///    per node). A node ships its filters for a type only if every subscriber there has a
+///    shippable filter; closure filters ([`Context::set_delivery_filter`](crate::Context::set_delivery_filter))
+///    never ship.
+/// 4. **Membership follows the sessions.** When the session to a node ends (the node
+///    stopped, restarted, or stayed unreachable for the interconnect's lost-connection
+///    timeout), everything it wanted vanishes on this node: later sends of its types go to
+///    the remaining subscribers, and a send nobody else wants is counted `no_subscribers`
+///    in [`DropCounts`](crate::DropCounts) (events already queued in the ended session are
+///    the interconnect's dead letters, reason `Disconnected`). When the node comes back,
+///    its announcement comes with the new session. A cluster mbox dropped on a node (the
+///    last handle gone) announces that it wants nothing. The mbox subscribes to every
+///    peer's session, so the interconnect connects to every peer while it exists.
+/// 5. **Order.** Messages from one sender thread to the subscribers of one node keep
+///    their order: all of one mbox's events to a node go on one interconnect channel
+///    ([`ClusterMbox::channel`]), announcements included.
+/// 6. **Types.** Only the types named in the builder may be sent or subscribed to (others
+///    are refused with [`SendError::NotSerializable`](crate::SendError::NotSerializable)
+///    and [`SubscribeError::Refused`](crate::SubscribeError::Refused)); each needs a codec
+///    registered with the interconnect on every node, and so does the mbox's own event:
+///    call [`ClusterMboxEvents::cluster_mbox_events`] on each node's setup. Mutable
+///    messages are refused, as by any MPMC mbox.
+/// 7. **Round robin.** [`ClusterMbox::round_robin`] makes a mbox where each message goes
+///    to *one* subscriber in the cluster: the sending node picks, in turn, among all the
+///    subscribers it knows of (its own, and each node's announced count), and a message
+///    for another node goes there once and is given to one of its subscribers, in turn.
+///    A filter runs on the chosen node: a refusal there drops the message (counted
+///    `filtered`) and does not offer it to another node. Priorities and message limits
+///    of the fan-out kind's local MPMC mbox do not apply to the choice.
+///
+/// # Examples
+///
+/// Two nodes in one process: an agent on node 2 gets a job sent on node 1.
+///
+/// ```
+/// use std::net::TcpListener;
+/// use agentbox::actors::*;
+/// use agentbox::bridge::{ClusterMbox, ClusterMboxEvents};
+/// use agentbox::interconnect::{Interconnect, InterconnectSetup, NameService, NodeAddress, RemoteEvent, Serde};
+/// use agentbox::prelude::*;
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Serialize, Deserialize)]
+/// struct Job(u32);
+/// impl Event for Job { const EVENT_TYPE: u32 = event_space_begin(ES_USERSPACE + 7) + 1; }
+/// impl RemoteEvent for Job { type Codec = Serde; }
+///
+/// struct Worker { jobs: Mbox }
+/// impl Agent for Worker {
+///     fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+///         ctx.subscribe(&self.jobs).event(|_: &mut Self, ctx, job: &Job| {
+///             assert_eq!(job.0, 42);
+///             ctx.environment().stop();
+///         })?;
+///         Ok(())
+///     }
+/// }
+///
+/// Environment::launch(|env| {
+///     let (l1, l2) = (TcpListener::bind("127.0.0.1:0").unwrap(), TcpListener::bind("127.0.0.1:0").unwrap());
+///     let names = NameService::new()
+///         .node(1, NodeAddress::new("127.0.0.1", l1.local_addr().unwrap().port()))
+///         .node(2, NodeAddress::new("127.0.0.1", l2.local_addr().unwrap().port()));
+///     let mut views = Vec::new();
+///     for (id, listener) in [(1, l1), (2, l2)] {
+///         let system = ActorSystem::start(env, SystemSetup::new(id)).unwrap();
+///         let setup = InterconnectSetup::new(names.clone()).listener(listener)
+///             .cluster_mbox_events()
+///             .event::<Job>();
+///         let ic = Interconnect::start(&system, setup).unwrap();
+///         // The same mbox on every node.
+///         views.push(ClusterMbox::new(&system, &ic, "jobs").event::<Job>().build_with_view().unwrap());
+///     }
+///     let jobs2 = views[1].0.clone();
+///     env.introduce_coop(|coop| coop.add_agent(Worker { jobs: jobs2 })).unwrap();
+///     // Node 1 learns that node 2 wants jobs, then sends one.
+///     while views[0].1.nodes_wanting::<Job>().is_empty() {
+///         std::thread::sleep(std::time::Duration::from_millis(5));
+///     }
+///     send(&views[0].0, Job(42)).unwrap();
+/// }).unwrap();
+/// ```
 #[must_use = "build() makes the mbox"]
 pub struct ClusterMbox {
     system: ActorSystem,

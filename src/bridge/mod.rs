@@ -8,6 +8,11 @@
 //! so every subscription, delivery filter, state, message limit and tracing rule of the
 //! core applies to it unchanged.
 //!
+//! A `ClusterMbox` (feature `interconnect`) goes further: one named MPMC mbox on every
+//! node of a cluster, subscribed to on any node as a local one, whose sends reach every
+//! subscriber in the cluster with one wire copy per interested node (its docs give its own
+//! rules: announcements, shippable filters, membership, round robin).
+//!
 //! # Rules
 //!
 //! 1. **Types.** The endpoint names each event type it takes and how it arrives: as `E`,

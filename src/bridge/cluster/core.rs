@@ -109,8 +109,11 @@ struct View {
     /// Per peer, the (incarnation, version) of its last announcement taken.
     seen: AHashMap<u32, (u64, u64)>,
     /// Per local type, the subscribed sinks (with their filters).
-    local: AHashMap<TypeId, Arc<Vec<(Sink, Option<DeliveryFilter>)>>>,
+    local: AHashMap<TypeId, LocalSubs>,
 }
+
+/// One local type's subscribed sinks, with their filters.
+type LocalSubs = Arc<Vec<(Sink, Option<DeliveryFilter>)>>;
 
 /// The shared core of one cluster mbox on one node.
 pub(crate) struct Core {

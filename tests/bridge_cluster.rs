@@ -12,12 +12,16 @@ use std::sync::mpsc::{self, channel, Sender};
 use std::time::{Duration, Instant};
 
 use agentbox::actors::*;
-use agentbox::bridge::{ClusterKey, ClusterMbox, ClusterMboxEvents, ClusterView, ShippableFilter};
+use agentbox::bridge::{
+    ClusterKey, ClusterMbox, ClusterMboxError, ClusterMboxEvents, ClusterView, ShippableFilter,
+    EV_CLUSTER_INTEREST,
+};
 use agentbox::interconnect::{InterconnectSetup, RemoteEvent, Serde};
 use agentbox::prelude::*;
-use agentbox::WrappedEnv;
+use agentbox::{SendError, WrappedEnv};
 use interconnect_support::{
-    bind, cluster, names, remote_events, start_node, take, wait_until, CuttingProxy, Node, PATIENCE,
+    bind, cluster, names, remote_events, start_node, take, wait_until, CuttingProxy, NoCodec, Node,
+    PATIENCE,
 };
 use serde::{Deserialize, Serialize};
 
@@ -502,4 +506,130 @@ fn round_robin_gives_each_message_to_one_subscriber_in_the_cluster() {
         })
         .unwrap();
     });
+}
+
+/// Subscribes to jobs with a closure filter (even numbers only).
+struct EvenOnly {
+    jobs: Mbox,
+    tx: Sender<Got>,
+}
+impl Agent for EvenOnly {
+    fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+        let jobs = self.jobs.clone();
+        ctx.set_delivery_filter(&jobs, |j: &Job| j.n % 2 == 0)?;
+        ctx.subscribe(&jobs).event(|a: &mut Self, _, j: &Job| {
+            let _ = a.tx.send((0, j.from, j.n));
+        })?;
+        Ok(())
+    }
+}
+
+#[test]
+fn a_closure_filter_runs_on_the_receiving_node_and_does_not_ship() {
+    bounded(|| {
+        Environment::launch(|env| {
+            let nodes = cluster(env, &[1, 2], |_, s| with_cluster_events(s));
+            let (jobs1, view1) = jobs_mbox(&nodes[0]);
+            let (jobs2, _view2) = jobs_mbox(&nodes[1]);
+            let (tx, rx) = channel();
+            env.introduce_coop(|coop| coop.add_agent(EvenOnly { jobs: jobs2, tx }))
+                .unwrap();
+            wait_until("node 1 knows node 2 wants jobs", || {
+                view1.nodes_wanting::<Job>() == [2]
+            });
+            wait_until("nothing waits to leave", || {
+                nodes[0].ic.session_stats(2).unwrap().queued_events == 0
+            });
+            let before = nodes[0].ic.session_stats(2).unwrap().events_out;
+            for n in 0..100 {
+                send(&jobs1, Job { from: 1, n, key: n }).unwrap();
+            }
+            // A last job the filter takes: the odd ones were refused before it came.
+            send(
+                &jobs1,
+                Job {
+                    from: 1,
+                    n: 100,
+                    key: 0,
+                },
+            )
+            .unwrap();
+            let got: Vec<u64> = take(&rx, 51).into_iter().map(|g| g.2).collect();
+            assert_eq!(got, (0..=100).filter(|n| n % 2 == 0).collect::<Vec<_>>());
+            assert!(rx.try_recv().is_err());
+            let sent = nodes[0].ic.session_stats(2).unwrap().events_out - before;
+            assert_eq!(sent, 101, "every job crossed: the filter is not shippable");
+            env.stop();
+        })
+        .unwrap();
+    });
+}
+
+#[test]
+fn what_cannot_work_is_refused_with_typed_errors() {
+    bounded(|| {
+        Environment::launch(|env| {
+            // Node 1 has no codec for the mbox's own event; node 2 has them all.
+            let nodes = cluster(env, &[1, 2], |id, s| {
+                if id == 1 {
+                    s.event::<Job>()
+                } else {
+                    with_cluster_events(s)
+                }
+            });
+            let err = ClusterMbox::new(&nodes[0].system, &nodes[0].ic, "jobs")
+                .event::<Job>()
+                .build()
+                .unwrap_err();
+            assert!(
+                matches!(err, ClusterMboxError::NoCodec { event_type, .. } if event_type == EV_CLUSTER_INTEREST),
+                "{err}"
+            );
+            let err = ClusterMbox::new(&nodes[1].system, &nodes[1].ic, "jobs")
+                .build()
+                .unwrap_err();
+            assert!(matches!(err, ClusterMboxError::NoEvents), "{err}");
+            let err = ClusterMbox::new(&nodes[1].system, &nodes[1].ic, "jobs")
+                .event::<NoCodec>()
+                .build()
+                .unwrap_err();
+            assert!(matches!(err, ClusterMboxError::NoCodec { .. }), "{err}");
+            let (jobs, _view) = jobs_mbox(&nodes[1]);
+            let err = ClusterMbox::new(&nodes[1].system, &nodes[1].ic, "jobs")
+                .event::<Job>()
+                .build()
+                .unwrap_err();
+            assert!(matches!(err, ClusterMboxError::AlreadyBuilt(_)), "{err}");
+            // A type not named: refused at the send and at the subscription.
+            assert!(matches!(
+                send(&jobs, 5u32),
+                Err(SendError::NotSerializable { .. })
+            ));
+            let (tx, _rx) = channel::<Got>();
+            let refused = env.introduce_coop(|coop| {
+                coop.add_agent(Wrong {
+                    jobs: jobs.clone(),
+                    tx,
+                })
+            });
+            assert!(refused.is_err(), "a subscription to a type not named fails");
+            env.stop();
+        })
+        .unwrap();
+    });
+}
+
+/// Subscribes to a type the cluster mbox does not carry.
+struct Wrong {
+    jobs: Mbox,
+    tx: Sender<Got>,
+}
+impl Agent for Wrong {
+    fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+        let jobs = self.jobs.clone();
+        ctx.subscribe(&jobs).event(|a: &mut Self, _, n: &u32| {
+            let _ = a.tx.send((0, 0, u64::from(*n)));
+        })?;
+        Ok(())
+    }
 }

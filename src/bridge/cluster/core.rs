@@ -236,9 +236,13 @@ impl Core {
     /// Records a change of `ty`'s local entries, refreshes the view's local part, and
     /// announces the new interest to the connected peers if it changed.
     fn change(&self, ty: TypeId, f: impl FnOnce(&mut Vec<Sub>)) {
-        let (send, to) = {
+        // What the change replaces (a filter, a sink, the view's old list) is dropped
+        // after the locks are released: its last reference may run a user's `Drop`.
+        let graveyard: (Vec<Sub>, Option<LocalSubs>);
+        let announce = {
             let mut st = self.state.lock();
             let list = st.subs.entry(ty).or_default();
+            let before = list.clone();
             f(list);
             list.retain(|s| s.subscribed || s.filter.is_some());
             let subscribed: Vec<(Sink, Option<DeliveryFilter>)> = list
@@ -249,26 +253,31 @@ impl Core {
             if list.is_empty() {
                 st.subs.remove(&ty);
             }
-            {
+            let old_local = {
                 let mut view = self.view.write();
                 let v = Arc::make_mut(&mut view);
                 if subscribed.is_empty() {
-                    v.local.remove(&ty);
+                    v.local.remove(&ty)
                 } else {
-                    v.local.insert(ty, Arc::new(subscribed));
+                    v.local.insert(ty, Arc::new(subscribed))
                 }
-            }
+            };
+            graveyard = (before, old_local);
             let interest = self.interest(&st);
             if interest == st.announced || st.closed {
-                return;
+                None
+            } else {
+                st.version += 1;
+                st.announced = interest.clone();
+                let to: Vec<u32> = st.connected.iter().copied().collect();
+                Some((self.announcement(st.version, interest), to))
             }
-            st.version += 1;
-            st.announced = interest.clone();
-            let to: Vec<u32> = st.connected.iter().copied().collect();
-            (self.announcement(st.version, interest), to)
         };
-        for peer in to {
-            self.announce(peer, send.clone());
+        drop(graveyard);
+        if let Some((send, to)) = announce {
+            for peer in to {
+                self.announce(peer, send.clone());
+            }
         }
     }
 

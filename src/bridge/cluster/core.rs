@@ -26,7 +26,8 @@ use crate::message::{Message, MessageType, RedirectionDepth};
 use crate::{ActorId, Environment};
 
 /// How long after a session ended the cluster mbox subscribes to the peer's session again
-/// (which starts connecting to it).
+/// (which starts connecting to it); doubled after each session that ended without coming
+/// up (an unreachable peer, or this node's interconnect stopped), up to 16 times this.
 const RESUBSCRIBE_DELAY: Duration = Duration::from_millis(100);
 
 /// Encodes one named type's message on the sender's thread.
@@ -88,6 +89,8 @@ struct Sub {
 struct State {
     subs: AHashMap<TypeId, Vec<Sub>>,
     connected: BTreeSet<u32>,
+    /// Per peer, the sessions that ended in a row without coming up.
+    failures: AHashMap<u32, u32>,
     version: u64,
     announced: Vec<TypeInterest>,
     closed: bool,
@@ -167,6 +170,7 @@ impl Core {
             state: Mutex::new(State {
                 subs: AHashMap::new(),
                 connected: BTreeSet::new(),
+                failures: AHashMap::new(),
                 version: 0,
                 announced: Vec::new(),
                 closed: false,
@@ -358,6 +362,7 @@ impl Core {
                 return;
             }
             st.connected.insert(peer);
+            st.failures.remove(&peer);
             ClusterInterest {
                 ask: true,
                 ..self.announcement(st.version, st.announced.clone())
@@ -367,10 +372,15 @@ impl Core {
     }
 
     fn on_disconnected(&self, peer: u32, mailbox: Option<Mbox>) {
-        let closed = {
+        let (closed, failures) = {
             let mut st = self.state.lock();
-            st.connected.remove(&peer);
-            st.closed
+            let was_up = st.connected.remove(&peer);
+            let failures = st.failures.entry(peer).or_insert(0);
+            if !was_up {
+                *failures = (*failures + 1).min(4);
+            }
+            let failures = *failures;
+            (st.closed, failures)
         };
         self.forget_peer(peer);
         if closed || !self.peers.contains(&peer) {
@@ -386,7 +396,7 @@ impl Core {
         // A new session needs a new subscription; a little later, so that a node whose
         // interconnect is stopping (which answers at once) is not asked in a loop.
         let again = EventHandle::new(ActorId::interconnect_proxy(peer), me, Subscribe);
-        let _ = sys.schedule(&mailbox, RESUBSCRIBE_DELAY, again);
+        let _ = sys.schedule(&mailbox, RESUBSCRIBE_DELAY * (1 << failures), again);
     }
 
     /// Everything `peer` wanted vanishes.
@@ -410,7 +420,12 @@ impl Core {
         }
         if interest.ask {
             let answer = {
-                let st = self.state.lock();
+                let mut st = self.state.lock();
+                // The session is up (it brought this): changes go to the peer from now on,
+                // even if this mbox's own subscription to the session is not renewed yet.
+                if !st.closed {
+                    st.connected.insert(peer);
+                }
                 (!st.closed).then(|| self.announcement(st.version, st.announced.clone()))
             };
             if let Some(answer) = answer {

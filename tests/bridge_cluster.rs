@@ -342,7 +342,7 @@ fn a_shippable_filter_keeps_refused_messages_off_the_wire() {
             let (jobs2, _view2) = jobs_mbox(&nodes[1]);
             let (tx, rx) = channel();
             let mut s = sub(&jobs2, 0, &tx);
-            s.keys = Some((0..100).filter(|k| k % 2 == 0).collect());
+            s.keys = Some((0..100u64).filter(|k| k.is_multiple_of(2)).collect());
             env.introduce_coop(|coop| coop.add_agent(s)).unwrap();
             wait_until("node 1 knows node 2's filter", || {
                 let job = |key| Job { from: 1, n: 0, key };
@@ -357,7 +357,12 @@ fn a_shippable_filter_keeps_refused_messages_off_the_wire() {
                 send(&jobs1, Job { from: 1, n, key: n }).unwrap();
             }
             let got: Vec<u64> = take(&rx, 50).into_iter().map(|g| g.2).collect();
-            assert_eq!(got, (0..100).filter(|k| k % 2 == 0).collect::<Vec<_>>());
+            assert_eq!(
+                got,
+                (0..100u64)
+                    .filter(|k| k.is_multiple_of(2))
+                    .collect::<Vec<_>>()
+            );
             let sent = nodes[0].ic.session_stats(2).unwrap().events_out - before;
             assert_eq!(sent, 50, "only the accepted half crossed the wire");
             assert_eq!(env.drop_counts().filtered - filtered, 50);
@@ -516,7 +521,7 @@ struct EvenOnly {
 impl Agent for EvenOnly {
     fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
         let jobs = self.jobs.clone();
-        ctx.set_delivery_filter(&jobs, |j: &Job| j.n % 2 == 0)?;
+        ctx.set_delivery_filter(&jobs, |j: &Job| j.n.is_multiple_of(2))?;
         ctx.subscribe(&jobs).event(|a: &mut Self, _, j: &Job| {
             let _ = a.tx.send((0, j.from, j.n));
         })?;
@@ -555,7 +560,12 @@ fn a_closure_filter_runs_on_the_receiving_node_and_does_not_ship() {
             )
             .unwrap();
             let got: Vec<u64> = take(&rx, 51).into_iter().map(|g| g.2).collect();
-            assert_eq!(got, (0..=100).filter(|n| n % 2 == 0).collect::<Vec<_>>());
+            assert_eq!(
+                got,
+                (0..=100u64)
+                    .filter(|n| n.is_multiple_of(2))
+                    .collect::<Vec<_>>()
+            );
             assert!(rx.try_recv().is_err());
             let sent = nodes[0].ic.session_stats(2).unwrap().events_out - before;
             assert_eq!(sent, 101, "every job crossed: the filter is not shippable");

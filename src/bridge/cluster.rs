@@ -4,6 +4,10 @@
 mod core;
 #[path = "cluster/filter.rs"]
 mod filter;
+#[path = "cluster/mboxes.rs"]
+mod mboxes;
+#[path = "cluster/send.rs"]
+mod send;
 #[path = "cluster/wire.rs"]
 mod wire;
 
@@ -12,10 +16,9 @@ use std::sync::{Arc, OnceLock};
 
 use thiserror::Error;
 
-use self::core::{
-    convert_of, encode_of, key_of, ClusterMboxImpl, Core, Local, ServiceMbox, TypeEntry,
-};
+use self::core::{convert_of, encode_of, key_of, Core, Local, TypeEntry};
 pub use self::filter::{ClusterKey, ShippableFilter};
+use self::mboxes::{ClusterMboxImpl, ServiceMbox};
 pub use self::wire::{ClusterInterest, ClusterMboxEvents, EV_CLUSTER_INTEREST};
 use crate::actors::{ActorSystem, Event, EventFlags, EventType, RegisterActorError, ServiceError};
 use crate::interconnect::Interconnect;

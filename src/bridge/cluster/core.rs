@@ -3,7 +3,7 @@
 
 use std::any::TypeId;
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
@@ -11,19 +11,13 @@ use ahash::AHashMap;
 use parking_lot::{Mutex, RwLock};
 
 use super::filter::Shipped;
-use super::wire::{ClusterInterest, KeyPredicate, TypeInterest, EV_CLUSTER_INTEREST};
-use crate::actors::{
-    Body, DeadLetterReason, DecodeFn, Delivery, Event, EventFlags, EventHandle, EventType,
-    SystemInner, EV_NODE_CONNECTED, EV_NODE_DISCONNECTED, EV_SUBSCRIBE,
-};
-use crate::drops::DropReason;
+use super::wire::{ClusterInterest, KeyPredicate, TypeInterest};
+use crate::actors::{DecodeFn, Event, EventFlags, EventHandle, EventType, SystemInner};
 use crate::environment::WeakEnv;
-use crate::interconnect::{NodeConnected, NodeDisconnected, Subscribe, Unsubscribe};
-use crate::mbox::{
-    DeliveryFilter, DeliveryMode, Mbox, MboxId, MboxImpl, MboxKind, SendError, Sink, SubscribeError,
-};
-use crate::message::{Message, MessageType, RedirectionDepth};
-use crate::{ActorId, Environment};
+use crate::interconnect::{Subscribe, Unsubscribe};
+use crate::mbox::{DeliveryFilter, Mbox, MboxId, Sink};
+use crate::message::Message;
+use crate::ActorId;
 
 /// How long after a session ended the cluster mbox subscribes to the peer's session again
 /// (which starts connecting to it); doubled after each session that ended without coming
@@ -78,10 +72,10 @@ pub(crate) enum Local {
 
 /// One local sink's entry for one type.
 #[derive(Clone)]
-struct Sub {
-    sink: Sink,
-    subscribed: bool,
-    filter: Option<DeliveryFilter>,
+pub(super) struct Sub {
+    pub(super) sink: Sink,
+    pub(super) subscribed: bool,
+    pub(super) filter: Option<DeliveryFilter>,
 }
 
 /// What changes under the state lock: the local subscriptions, the connected peers, the
@@ -98,25 +92,25 @@ struct State {
 
 /// One peer's wish for one type.
 #[derive(Clone)]
-struct PeerWant {
-    node: u32,
-    subscribers: u32,
-    keys: Option<Vec<KeyPredicate>>,
+pub(super) struct PeerWant {
+    pub(super) node: u32,
+    pub(super) subscribers: u32,
+    pub(super) keys: Option<Vec<KeyPredicate>>,
 }
 
 /// What a send reads: copied on write, replaced whole.
 #[derive(Clone, Default)]
-struct View {
+pub(super) struct View {
     /// Per event type, the peers that want it.
-    remote: AHashMap<EventType, Vec<PeerWant>>,
+    pub(super) remote: AHashMap<EventType, Vec<PeerWant>>,
     /// Per peer, the (incarnation, version) of its last announcement taken.
-    seen: AHashMap<u32, (u64, u64)>,
+    pub(super) seen: AHashMap<u32, (u64, u64)>,
     /// Per local type, the subscribed sinks (with their filters).
-    local: AHashMap<TypeId, LocalSubs>,
+    pub(super) local: AHashMap<TypeId, LocalSubs>,
 }
 
 /// One local type's subscribed sinks, with their filters.
-type LocalSubs = Arc<Vec<(Sink, Option<DeliveryFilter>)>>;
+pub(super) type LocalSubs = Arc<Vec<(Sink, Option<DeliveryFilter>)>>;
 
 /// The shared core of one cluster mbox on one node.
 pub(crate) struct Core {
@@ -136,8 +130,8 @@ pub(crate) struct Core {
     /// The service id it is reachable by on this node.
     pub(crate) service: OnceLock<ActorId>,
     state: Mutex<State>,
-    view: RwLock<Arc<View>>,
-    turn: AtomicUsize,
+    pub(super) view: RwLock<Arc<View>>,
+    pub(super) turn: AtomicUsize,
 }
 
 impl Core {
@@ -180,14 +174,14 @@ impl Core {
         }
     }
 
-    fn entry_by_type(&self, ty: TypeId) -> Option<&TypeEntry> {
+    pub(super) fn entry_by_type(&self, ty: TypeId) -> Option<&TypeEntry> {
         self.types
             .binary_search_by_key(&ty, |t| t.type_id)
             .ok()
             .map(|i| &self.types[i])
     }
 
-    fn entry_by_event(&self, ty: EventType) -> Option<&TypeEntry> {
+    pub(super) fn entry_by_event(&self, ty: EventType) -> Option<&TypeEntry> {
         self.types.iter().find(|t| t.event_type == ty)
     }
 
@@ -239,7 +233,7 @@ impl Core {
 
     /// Records a change of `ty`'s local entries, refreshes the view's local part, and
     /// announces the new interest to the connected peers if it changed.
-    fn change(&self, ty: TypeId, f: impl FnOnce(&mut Vec<Sub>)) {
+    pub(super) fn change(&self, ty: TypeId, f: impl FnOnce(&mut Vec<Sub>)) {
         // What the change replaces (a filter, a sink, the view's old list) is dropped
         // after the locks are released: its last reference may run a user's `Drop`.
         let graveyard: (Vec<Sub>, Option<LocalSubs>);
@@ -355,7 +349,7 @@ impl Core {
         }
     }
 
-    fn on_connected(&self, peer: u32) {
+    pub(super) fn on_connected(&self, peer: u32) {
         let send = {
             let mut st = self.state.lock();
             if st.closed || !self.peers.contains(&peer) {
@@ -371,7 +365,7 @@ impl Core {
         self.announce(peer, send);
     }
 
-    fn on_disconnected(&self, peer: u32, mailbox: Option<Mbox>) {
+    pub(super) fn on_disconnected(&self, peer: u32, mailbox: Option<Mbox>) {
         let (closed, failures) = {
             let mut st = self.state.lock();
             let was_up = st.connected.remove(&peer);
@@ -414,7 +408,7 @@ impl Core {
         v.remote.retain(|_, w| !w.is_empty());
     }
 
-    fn on_interest(&self, peer: u32, interest: ClusterInterest) {
+    pub(super) fn on_interest(&self, peer: u32, interest: ClusterInterest) {
         if interest.mbox != self.name || !self.peers.contains(&peer) {
             return;
         }
@@ -487,404 +481,5 @@ impl Core {
             sys.services.clear_if(service, me);
         }
         sys.forget(me);
-    }
-
-    // ---- sending ----
-
-    fn refused(&self, msg: &Message, reason: &'static str) -> SendError {
-        SendError::NotSerializable {
-            type_name: msg.message_type().name(),
-            mbox: format!("cluster:{}", self.name),
-            reason,
-        }
-    }
-
-    fn count(&self, reason: DropReason) {
-        if let Some(env) = self.env.upgrade() {
-            env.0.drops.count(reason);
-        }
-    }
-
-    fn no_subscribers(&self, msg: &Message) {
-        if let Some(env) = self.env.upgrade() {
-            env.trace_no_subscribers(self.id, msg);
-        }
-    }
-
-    /// Sends one encoded copy of `msg` to each of `nodes`.
-    fn ship(
-        &self,
-        entry: &TypeEntry,
-        msg: &Message,
-        nodes: impl Iterator<Item = u32>,
-    ) -> Result<(), SendError> {
-        let mut nodes = nodes.peekable();
-        if nodes.peek().is_none() {
-            return Ok(());
-        }
-        let sys = self.sys.upgrade().ok_or_else(|| SendError::Refused {
-            type_name: msg.message_type().name(),
-            mbox: format!("cluster:{}", self.name),
-            reason: "the actor system is gone".to_owned(),
-        })?;
-        let me = self.me.get().copied().unwrap_or_default();
-        let (bytes, decode) = (entry.encode)(msg, &sys)
-            .ok_or_else(|| self.refused(msg, "its codec failed, or its envelope hides it"))?;
-        let mut bytes = Some(bytes);
-        while let Some(node) = nodes.next() {
-            let Some(to) = self.service_of(node) else {
-                continue;
-            };
-            // The last node takes the bytes, the others a copy.
-            let body = if nodes.peek().is_some() {
-                Body::from_slice(bytes.as_deref().unwrap_or_default())
-            } else {
-                Body::from_vec(bytes.take().unwrap_or_default())
-            };
-            let h = EventHandle::serialized_with(entry.event_type, to, me, body, Some(decode))
-                .with_flags(self.flags);
-            sys.send(h);
-        }
-        Ok(())
-    }
-
-    fn passes(want: &PeerWant, entry: &TypeEntry, msg: &Message) -> bool {
-        match (&want.keys, entry.key) {
-            (Some(keys), Some(key_of)) => match key_of(msg) {
-                Some(k) => keys.iter().any(|p| p.matches(k)),
-                None => true,
-            },
-            _ => true,
-        }
-    }
-
-    fn send(
-        &self,
-        msg: Message,
-        depth: RedirectionDepth,
-        mode: DeliveryMode,
-    ) -> Result<(), SendError> {
-        let ty = msg.message_type();
-        if ty.is_mutable() {
-            return Err(SendError::MutableToMultiConsumer {
-                type_name: ty.name(),
-                mbox: format!("cluster:{}", self.name),
-            });
-        }
-        let Some(entry) = self.entry_by_type(msg.type_id()) else {
-            return Err(self.refused(&msg, "its type is not named for this cluster mbox"));
-        };
-        let view = self.view.read().clone();
-        let wants: &[PeerWant] = view
-            .remote
-            .get(&entry.event_type)
-            .map_or(&[], Vec::as_slice);
-        let local = view.local.get(&msg.type_id());
-        match &self.local {
-            Local::Fanout(inner) => {
-                let mut shipped_out = 0;
-                let to = wants.iter().filter(|w| {
-                    let pass = Self::passes(w, entry, &msg);
-                    if !pass {
-                        shipped_out += 1;
-                    }
-                    pass
-                });
-                let to: Vec<u32> = to.map(|w| w.node).collect();
-                let any_remote = !to.is_empty();
-                self.ship(entry, &msg, to.into_iter())?;
-                for _ in 0..shipped_out {
-                    self.count(DropReason::Filtered);
-                }
-                match local {
-                    Some(_) => inner.deliver_with(msg, depth, mode)?,
-                    None if !any_remote && shipped_out == 0 => self.no_subscribers(&msg),
-                    None => {}
-                }
-            }
-            Local::RoundRobin => {
-                let remote: Vec<&PeerWant> = wants
-                    .iter()
-                    .filter(|w| Self::passes(w, entry, &msg))
-                    .collect();
-                let here = local.map_or(0, |l| l.len());
-                let total = here + remote.iter().map(|w| w.subscribers as usize).sum::<usize>();
-                if total == 0 {
-                    if wants.is_empty() {
-                        self.no_subscribers(&msg);
-                    } else {
-                        self.count(DropReason::Filtered);
-                    }
-                    return Ok(());
-                }
-                let mut k = self.turn.fetch_add(1, Ordering::Relaxed) % total;
-                if k < here {
-                    drop(view);
-                    self.deliver_one(&msg, depth, mode, k);
-                    return Ok(());
-                }
-                k -= here;
-                for w in remote {
-                    if k < w.subscribers as usize {
-                        return self.ship(entry, &msg, std::iter::once(w.node));
-                    }
-                    k -= w.subscribers as usize;
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Round-robin on this node: the subscriber at `start` (in turn), or the next one
-    /// whose filter accepts.
-    fn deliver_one(
-        &self,
-        msg: &Message,
-        depth: RedirectionDepth,
-        mode: DeliveryMode,
-        start: usize,
-    ) {
-        let list = self.view.read().local.get(&msg.type_id()).cloned();
-        let Some(list) = list else {
-            self.no_subscribers(msg);
-            return;
-        };
-        let n = list.len();
-        for i in 0..n {
-            let (sink, filter) = &list[(start + i) % n];
-            if filter.as_ref().is_none_or(|f| f.accepts(msg)) {
-                sink.push_message(self.id, msg.clone(), depth, mode);
-                return;
-            }
-        }
-        self.count(DropReason::Filtered);
-    }
-
-    /// A message from another node: to the subscribers here only.
-    fn deliver_arrived(&self, msg: Message) {
-        match &self.local {
-            Local::Fanout(inner) => {
-                let _ = inner.deliver_with(msg, 0, DeliveryMode::Ordinary);
-            }
-            Local::RoundRobin => {
-                let start = self.turn.fetch_add(1, Ordering::Relaxed);
-                self.deliver_one(&msg, 0, DeliveryMode::Ordinary, start);
-            }
-        }
-    }
-}
-
-/// The handle agents hold: the cluster mbox of this node.
-pub(crate) struct ClusterMboxImpl(pub(crate) Arc<Core>);
-
-impl Drop for ClusterMboxImpl {
-    fn drop(&mut self) {
-        self.0.close();
-    }
-}
-
-impl MboxImpl for ClusterMboxImpl {
-    fn id(&self) -> MboxId {
-        self.0.id
-    }
-
-    fn kind(&self) -> MboxKind {
-        MboxKind::MultiConsumer
-    }
-
-    fn subscribe(&self, ty: MessageType, subscriber: &Sink) -> Result<(), SubscribeError> {
-        let core = &self.0;
-        if ty.is_mutable() {
-            return Err(SubscribeError::MutableFromMultiConsumer {
-                type_name: ty.name(),
-                mbox: self.name(),
-            });
-        }
-        if core.entry_by_type(ty.type_id()).is_none() {
-            return Err(SubscribeError::Refused {
-                mbox: self.name(),
-                reason: format!("{} is not named for this cluster mbox", ty.name()),
-            });
-        }
-        if let Local::Fanout(inner) = &core.local {
-            inner.raw().subscribe(ty, subscriber)?;
-        }
-        core.change(ty.type_id(), |list| {
-            match list.iter_mut().find(|s| s.sink == *subscriber) {
-                Some(s) => s.subscribed = true,
-                None => list.push(Sub {
-                    sink: subscriber.clone(),
-                    subscribed: true,
-                    filter: None,
-                }),
-            }
-        });
-        Ok(())
-    }
-
-    fn unsubscribe(&self, ty: MessageType, subscriber: &Sink) {
-        let core = &self.0;
-        if let Local::Fanout(inner) = &core.local {
-            inner.raw().unsubscribe(ty, subscriber);
-        }
-        core.change(ty.type_id(), |list| {
-            if let Some(s) = list.iter_mut().find(|s| s.sink == *subscriber) {
-                s.subscribed = false;
-            }
-        });
-    }
-
-    fn deliver(
-        &self,
-        msg: Message,
-        depth: RedirectionDepth,
-        mode: DeliveryMode,
-    ) -> Result<(), SendError> {
-        self.0.send(msg, depth, mode)
-    }
-
-    fn set_delivery_filter(
-        &self,
-        ty: MessageType,
-        filter: DeliveryFilter,
-        subscriber: &Sink,
-    ) -> Result<(), SubscribeError> {
-        let core = &self.0;
-        if let Local::Fanout(inner) = &core.local {
-            inner
-                .raw()
-                .set_delivery_filter(ty, filter.clone(), subscriber)?;
-        }
-        core.change(ty.type_id(), |list| {
-            match list.iter_mut().find(|s| s.sink == *subscriber) {
-                Some(s) => s.filter = Some(filter),
-                None => list.push(Sub {
-                    sink: subscriber.clone(),
-                    subscribed: false,
-                    filter: Some(filter),
-                }),
-            }
-        });
-        Ok(())
-    }
-
-    fn drop_delivery_filter(&self, ty: MessageType, subscriber: &Sink) {
-        let core = &self.0;
-        if let Local::Fanout(inner) = &core.local {
-            inner.raw().drop_delivery_filter(ty, subscriber);
-        }
-        core.change(ty.type_id(), |list| {
-            if let Some(s) = list.iter_mut().find(|s| s.sink == *subscriber) {
-                s.filter = None;
-            }
-        });
-    }
-
-    fn name(&self) -> String {
-        format!("cluster:{}", self.0.name)
-    }
-
-    fn environment(&self) -> Option<Environment> {
-        self.0.env.upgrade()
-    }
-}
-
-/// The endpoint in the actor table (the node's service for this mbox): takes the peers'
-/// data and announcements and the session notices.
-pub(crate) struct ServiceMbox {
-    pub(crate) id: MboxId,
-    pub(crate) core: Weak<Core>,
-    /// This endpoint as an mbox (for the scheduled resubscriptions), set once registered.
-    pub(crate) me: OnceLock<Weak<dyn MboxImpl>>,
-}
-
-impl MboxImpl for ServiceMbox {
-    fn id(&self) -> MboxId {
-        self.id
-    }
-
-    fn kind(&self) -> MboxKind {
-        MboxKind::SingleConsumer
-    }
-
-    fn subscribe(&self, _: MessageType, _: &Sink) -> Result<(), SubscribeError> {
-        Err(SubscribeError::Refused {
-            mbox: self.name(),
-            reason: "subscribe to the cluster mbox itself".into(),
-        })
-    }
-
-    fn unsubscribe(&self, _: MessageType, _: &Sink) {}
-
-    fn deliver(&self, msg: Message, _: RedirectionDepth, _: DeliveryMode) -> Result<(), SendError> {
-        let Some(mut delivery) = msg.take_mutable::<Delivery>() else {
-            return Ok(());
-        };
-        let Some((mut h, counted)) = delivery.take_for_endpoint() else {
-            return Ok(());
-        };
-        let Some(core) = self.core.upgrade() else {
-            return Ok(());
-        };
-        let Some(sys) = core.sys.upgrade() else {
-            return Ok(());
-        };
-        if counted {
-            sys.dequeued(h.recipient_rewrite());
-        }
-        match h.event_type() {
-            EV_CLUSTER_INTEREST => {
-                let from = h.sender().node_id();
-                match h.take::<ClusterInterest>() {
-                    Some(i) => core.on_interest(from, i),
-                    None => sys.dead_letter(&h, DeadLetterReason::Unhandled),
-                }
-            }
-            EV_NODE_CONNECTED => {
-                if let Some(c) = h.get::<NodeConnected>() {
-                    core.on_connected(c.node_id);
-                }
-            }
-            EV_NODE_DISCONNECTED => {
-                if let Some(d) = h.get::<NodeDisconnected>() {
-                    let mailbox = self.me.get().and_then(Weak::upgrade).map(Mbox::custom);
-                    core.on_disconnected(d.node_id, mailbox);
-                }
-            }
-            // A scheduled resubscription: on to the proxy it names.
-            EV_SUBSCRIBE if h.sender() == core.me.get().copied().unwrap_or_default() => {
-                sys.send(EventHandle::new(h.recipient(), h.sender(), Subscribe));
-            }
-            ty => match core.entry_by_event(ty) {
-                Some(entry) => match (entry.convert)(h) {
-                    Ok(m) => core.deliver_arrived(m),
-                    Err(h) => sys.dead_letter(&h, DeadLetterReason::Unhandled),
-                },
-                None => sys.dead_letter(&h, DeadLetterReason::Unhandled),
-            },
-        }
-        Ok(())
-    }
-
-    fn set_delivery_filter(
-        &self,
-        _: MessageType,
-        _: DeliveryFilter,
-        _: &Sink,
-    ) -> Result<(), SubscribeError> {
-        Err(SubscribeError::FiltersUnsupported { mbox: self.name() })
-    }
-
-    fn drop_delivery_filter(&self, _: MessageType, _: &Sink) {}
-
-    fn name(&self) -> String {
-        match self.core.upgrade() {
-            Some(c) => format!("cluster-endpoint:{}", c.name),
-            None => "cluster-endpoint".to_owned(),
-        }
-    }
-
-    fn environment(&self) -> Option<Environment> {
-        self.core.upgrade().and_then(|c| c.env.upgrade())
     }
 }

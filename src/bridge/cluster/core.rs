@@ -428,8 +428,10 @@ impl Core {
         }
         let mut view = self.view.write();
         if let Some(&(inc, ver)) = view.seen.get(&peer) {
-            if inc == interest.incarnation && interest.version <= ver && interest.version != 0 {
-                return; // an older announcement overtaken by a newer one
+            if inc == interest.incarnation && interest.version <= ver {
+                // Sent before one taken already (two threads' announcements may leave in
+                // either order), or the same again (an answer to an ask).
+                return;
             }
         }
         let v = Arc::make_mut(&mut view);
@@ -449,6 +451,11 @@ impl Core {
             });
         }
         v.remote.retain(|_, w| !w.is_empty());
+    }
+
+    /// Whether the mbox is gone (its last handle dropped).
+    pub(super) fn is_closed(&self) -> bool {
+        self.state.lock().closed
     }
 
     /// The mbox is going: peers are told it wants nothing, sessions are left.

@@ -196,7 +196,9 @@ impl MboxImpl for ServiceMbox {
             }
             // A scheduled resubscription: on to the proxy it names.
             EV_SUBSCRIBE if h.sender() == core.me.get().copied().unwrap_or_default() => {
-                sys.send(EventHandle::new(h.recipient(), h.sender(), Subscribe));
+                if !core.is_closed() {
+                    sys.send(EventHandle::new(h.recipient(), h.sender(), Subscribe));
+                }
             }
             ty => match core.entry_by_event(ty) {
                 Some(entry) => match (entry.convert)(h) {

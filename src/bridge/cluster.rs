@@ -37,15 +37,18 @@ use crate::ActorId;
 /// 1. **Exactly once per subscriber, one wire copy per node.** A send hands the message
 ///    to this node's subscribers (a local MPMC mbox inside does the fan-out) and sends
 ///    *one* copy, encoded once on the sender's thread, to each other node that has a
-///    subscriber for its type; that node fans it out to its own subscribers. A node never
-///    passes on what it received from another node.
+///    subscriber for its type; that node fans it out to its own subscribers (on the
+///    interconnect's reader thread, where their delivery filters run). A node never
+///    passes on what it received from another node. Within a session, cuts and resumes
+///    lose and repeat nothing (the interconnect's rule); a message in flight when a
+///    session ends is not delivered there (at most once).
 /// 2. **Who wants what.** A node learns which types another node wants from that node's
 ///    announcements ([`ClusterInterest`], to the service `ab.c` + a hash of the name, on
 ///    the peer): a node announces its whole interest in the mbox to a peer each time the
 ///    session to it comes up (and the peer answers with its own, in case its first
-///    announcement came before this node's mbox was built), and to every connected peer when the first subscriber of a
-///    type comes or the last one goes (and, for the round-robin kind, at every change of
-///    the count). Sends reach another node's new subscriber once its announcement has
+///    announcement came before this node's mbox was built), and to every connected peer
+///    when the first subscriber of a type comes or the last one goes (and, for the
+///    round-robin kind, at every change of the count). Sends reach another node's new subscriber once its announcement has
 ///    arrived; [`ClusterView::nodes_wanting`] tells when.
 /// 3. **Filters.** Delivery filters run on the receiving node, as on a local mbox.
 ///    A [`ShippableFilter`] (a predicate over the message's [`ClusterKey`]: equal, range,
@@ -81,8 +84,8 @@ use crate::ActorId;
 ///    subscribers it knows of (its own, and each node's announced count), and a message
 ///    for another node goes there once and is given to one of its subscribers, in turn.
 ///    A filter runs on the chosen node: a refusal there drops the message (counted
-///    `filtered`) and does not offer it to another node. Priorities and message limits
-///    of the fan-out kind's local MPMC mbox do not apply to the choice.
+///    `filtered`) and does not offer it to another node. Subscriber priorities play no
+///    part in the choice; the chosen agent's message limits apply as always.
 ///
 /// # Examples
 ///

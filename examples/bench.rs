@@ -11,6 +11,10 @@ mod scenarios;
 #[path = "bench_ic/mod.rs"]
 mod ic;
 
+#[cfg(feature = "interconnect")]
+#[path = "bench_cluster/mod.rs"]
+mod cluster;
+
 use std::time::Duration;
 
 /// A ping-pong scenario: runs `rounds` round trips, returns the time they took.
@@ -170,6 +174,16 @@ fn interconnect(run: &dyn Fn(&str) -> bool, scale: u64) {
             "RESULT name=ic_ping_pong_rtt value={:.1} unit=us",
             rtt.as_nanos() as f64 / 1000.0
         );
+    }
+    // The cluster mbox (`bridge::ClusterMbox`) between two nodes over loopback: a stream
+    // to one subscriber on the other node; one send to 16 subscribers, 8 per node.
+    if run("cluster_mbox_stream") {
+        let (t, n) = cluster::stream(200_000 * scale);
+        rate("cluster_mbox_stream", n, t, "msg/s");
+    }
+    if run("cluster_mbox_fanout") {
+        let (t, deliveries) = cluster::fanout(20_000 * scale);
+        rate("cluster_mbox_fanout", deliveries, t, "deliveries/s");
     }
 }
 

@@ -324,6 +324,25 @@ impl<A: Agent> Context<A> {
         )
     }
 
+    /// Sets a delivery filter built beforehand (such as a cluster mbox's shippable filter,
+    /// `bridge::ShippableFilter`) as the agent's filter for `M` on `mbox`; the rules of
+    /// [`set_delivery_filter`](Self::set_delivery_filter) apply. `filter` should be a
+    /// filter over `M`: one over another type refuses every message.
+    ///
+    /// # Errors
+    ///
+    /// As [`set_delivery_filter`](Self::set_delivery_filter).
+    pub fn set_built_delivery_filter<M: Send + Sync + 'static>(
+        &mut self,
+        mbox: &Mbox,
+        filter: DeliveryFilter,
+    ) -> Result<(), SubscribeError> {
+        let me = self.me()?;
+        self.freeze_limits();
+        self.subs
+            .set_filter(&me, mbox, MessageType::of::<M>(), filter.owned_by(&me.0))
+    }
+
     /// Removes the agent's delivery filter for `M` on `mbox`: every message is delivered
     /// again (if subscribed).
     pub fn drop_delivery_filter<M: 'static>(&mut self, mbox: &Mbox) {

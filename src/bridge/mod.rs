@@ -8,6 +8,11 @@
 //! so every subscription, delivery filter, state, message limit and tracing rule of the
 //! core applies to it unchanged.
 //!
+//! A `ClusterMbox` (feature `interconnect`) goes further: one named MPMC mbox on every
+//! node of a cluster, subscribed to on any node as a local one, whose sends reach every
+//! subscriber in the cluster with one wire copy per interested node (its docs give its own
+//! rules: announcements, shippable filters, membership, round robin).
+//!
 //! # Rules
 //!
 //! 1. **Types.** The endpoint names each event type it takes and how it arrives: as `E`,
@@ -92,11 +97,18 @@
 //! }).unwrap(); // ends when the agent's coop and the actor are gone
 //! ```
 
+#[cfg(feature = "interconnect")]
+mod cluster;
 mod endpoint;
 mod origin;
 #[cfg(feature = "interconnect")]
 mod remote;
 
+#[cfg(feature = "interconnect")]
+pub use cluster::{
+    ClusterInterest, ClusterKey, ClusterMbox, ClusterMboxError, ClusterMboxEvents, ClusterView,
+    ShippableFilter, EV_CLUSTER_INTEREST,
+};
 pub use endpoint::{BridgeSendError, Endpoint, ExposeError, Exposed};
 pub use origin::FromActor;
 #[cfg(feature = "interconnect")]

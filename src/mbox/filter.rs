@@ -51,6 +51,9 @@ struct Inner {
     predicate: Box<dyn Fn(&Message) -> bool + Send + Sync>,
     /// The agent whose exception reaction a panic goes to.
     owner: OnceLock<Weak<AgentCore>>,
+    /// A serializable form of the predicate, for mboxes that can run it elsewhere (the
+    /// cluster mbox's shippable filters, `crate::bridge`).
+    shipped: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 impl DeliveryFilter {
@@ -65,7 +68,34 @@ impl DeliveryFilter {
                 msg.downcast_ref::<M>().is_some_and(&predicate)
             }),
             owner: OnceLock::new(),
+            shipped: None,
         }))
+    }
+
+    /// A filter over `M` that also carries `shipped`, a serializable form of the same
+    /// predicate that an mbox may evaluate on another node.
+    #[cfg_attr(not(feature = "interconnect"), allow(dead_code))]
+    pub(crate) fn with_shipped<M, F>(
+        predicate: F,
+        shipped: Arc<dyn std::any::Any + Send + Sync>,
+    ) -> Self
+    where
+        M: 'static,
+        F: Fn(&M) -> bool + Send + Sync + 'static,
+    {
+        DeliveryFilter(Arc::new(Inner {
+            predicate: Box::new(move |msg: &Message| {
+                msg.downcast_ref::<M>().is_some_and(&predicate)
+            }),
+            owner: OnceLock::new(),
+            shipped: Some(shipped),
+        }))
+    }
+
+    /// The serializable form of the predicate, if it has one.
+    #[cfg_attr(not(feature = "interconnect"), allow(dead_code))]
+    pub(crate) fn shipped(&self) -> Option<&Arc<dyn std::any::Any + Send + Sync>> {
+        self.0.shipped.as_ref()
     }
 
     /// The same filter, owned by `agent`: its panics go to that agent's exception reaction.

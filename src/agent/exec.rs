@@ -398,10 +398,19 @@ impl<A: Agent> AgentExec for Inner<A> {
                 } else {
                     self.guarded(|inner| inner.switch_to(super::state::default_state()))
                 };
-                // Whatever on_finish did, the agent is done: it gets nothing more.
-                self.ctx.subs.drop_all(&AgentRef(core.clone()));
-                core.direct_clear();
+                // Whatever on_finish did, the agent is done: it gets nothing more. Dropping
+                // its subscriptions drops the user's filters (and what they captured): a
+                // panic in a `Drop` there goes to the reaction too, and the agent still
+                // finishes.
+                let unsubscribed = catch_unwind(AssertUnwindSafe(|| {
+                    self.ctx.subs.drop_all(&AgentRef(core.clone()));
+                    core.direct_clear();
+                }));
                 core.set_status(FINISHED);
+                if let Err(payload) = unsubscribed {
+                    let failure = Failure::Panic(exception::panic_message(&payload));
+                    exception::react(core, failure, "dropping its subscriptions");
+                }
                 if let Err(failure) = result {
                     exception::react(core, failure, "on_finish");
                 }

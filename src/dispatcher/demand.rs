@@ -174,6 +174,19 @@ impl Demand {
         self.mbox == STOP_WORKER
     }
 
+    /// The mbox of a message demand (`direct`, the agent's direct mbox, for an inline one,
+    /// which keeps no id); `None` for a control demand. Off the message path: for demands
+    /// that are dropped unrun.
+    pub(crate) fn message_mbox(&self, direct: impl FnOnce() -> MboxId) -> Option<MboxId> {
+        if self.mbox.0 < INLINE {
+            Some(self.mbox)
+        } else if self.is_inline() {
+            Some(direct())
+        } else {
+            None
+        }
+    }
+
     /// A `Bind`, with or without the `Start` after it.
     #[inline]
     pub(crate) fn is_bind(&self) -> bool {

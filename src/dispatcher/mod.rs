@@ -34,6 +34,7 @@ pub mod quoted_round_robin;
 pub(crate) mod serial;
 pub mod strictly_ordered;
 pub mod thread_pool;
+pub(crate) mod unwind;
 
 use std::fmt;
 use std::sync::Arc;

@@ -27,8 +27,11 @@ impl UniqueMbox {
 
     pub(crate) fn deliver(&self, msg: Message, depth: RedirectionDepth, mode: DeliveryMode) {
         let ty = msg.type_id();
-        let table = self.table.read_recursive();
-        match table.get(&ty) {
+        // The sink is taken out of the table first: a push runs user code (a limit's
+        // transform, a redirect, a custom sink, a chain that waits for room) that must
+        // not run under the table's lock.
+        let sink = self.table.read_recursive().get(&ty).cloned();
+        match sink {
             Some(sink) => sink.push_message(self.id, msg, depth, mode),
             None => {
                 if let Some(env) = self.env.upgrade() {

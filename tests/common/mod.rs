@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod suite;
+pub mod suite_robust;
 
 use std::sync::mpsc;
 use std::sync::Arc;

@@ -515,8 +515,21 @@ impl<A: Agent + Sync> SharedExec for SharedView<A> {
             limits.release(msg.type_id());
         }
         let inner = self.0.read_recursive();
-        let (Some(slot), Run::Message { msg, mbox }) = (inner.safe_slot(core, &demand), demand)
-        else {
+        let Run::Message { msg, mbox } = demand else {
+            return;
+        };
+        let Some(slot) = inner.safe_slot(core, &demand) else {
+            // Classified as thread-safe while the agent was active; its coop began to
+            // deregister since: dropped, as an exclusive demand is.
+            if core.status() != ACTIVE {
+                core.drops.count(DropReason::AtDeregistration);
+                trace::emit(&core.trace, || {
+                    TraceRecord::new(TraceEvent::DroppedAtDeregistration)
+                        .agent(core.id)
+                        .mbox(mbox)
+                        .msg(msg.message_type())
+                });
+            }
             return;
         };
         let outcome = catch_unwind(AssertUnwindSafe(|| inner.call_safe(slot, mbox, msg)));

@@ -272,7 +272,10 @@ impl BinderImpl for AdvBinder {
     }
 
     fn unbind(&self, agent: &AgentRef, _key: AgentKey) {
-        self.core.queues.lock().remove(&agent.id().as_u64());
+        // Dropped outside the lock: the last reference drops what is still queued, and a
+        // payload's `Drop` is user code.
+        let queue = self.core.queues.lock().remove(&agent.id().as_u64());
+        drop(queue);
     }
 
     /// Unbinding releases a key (and maybe a queue): never waits for a thread.

@@ -401,15 +401,25 @@ impl BinderImpl for PoolBinder {
     }
 
     fn unbind(&self, agent: &AgentRef, key: AgentKey) {
-        let mut queues = self.queues().lock();
         let qk = self.queue_key(agent);
-        if let Some((queue, count)) = queues.get_mut(&qk) {
-            queue.keys.release(key);
-            *count -= 1;
-            if *count == 0 {
-                queues.remove(&qk);
+        let gone = {
+            let mut queues = self.queues().lock();
+            match queues.get_mut(&qk) {
+                Some((queue, count)) => {
+                    queue.keys.release(key);
+                    *count -= 1;
+                    if *count == 0 {
+                        queues.remove(&qk)
+                    } else {
+                        None
+                    }
+                }
+                None => None,
             }
-        }
+        };
+        // Dropped outside the lock: the last reference drops what is still queued, and a
+        // payload's `Drop` is user code.
+        drop(gone);
     }
 
     /// Unbinding releases a key (and maybe a queue): never waits for a thread.

@@ -5,7 +5,7 @@
 #[macro_export]
 macro_rules! dispatcher_robustness {
     () => {
-        mod robust {
+        pub(crate) mod robust {
             use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
             use std::sync::Arc;
             use std::time::Duration;
@@ -276,9 +276,15 @@ macro_rules! dispatcher_robustness {
             /// counted once (it was 0.4–1.9 M of 3–9 M sends short, issue 22).
             #[test]
             fn sent_is_handled_plus_counted_drops_under_deregistration_churn() {
+                churn(|coop, handled| coop.add_agent(Counted(handled)));
+            }
+
+            /// The churn of the test above, with the agent `add` puts in each coop (it
+            /// counts each `u64` it handles in the counter it is given).
+            pub(crate) fn churn(add: fn(&mut Coop, Arc<AtomicU64>) -> Mbox) {
                 const LIVE: usize = 4;
                 const ROUNDS: usize = 200;
-                within_patience(|| {
+                within_patience(move || {
                     let handled = Arc::new(AtomicU64::new(0));
                     let sent = Arc::new(AtomicU64::new(0));
                     let kept = Arc::new(Mutex::new(None));
@@ -288,7 +294,7 @@ macro_rules! dispatcher_robustness {
                         let register = || {
                             let mut coop = env.make_coop();
                             coop.set_binder(b.clone());
-                            let m = coop.add_agent(Counted(h.clone()));
+                            let m = add(&mut coop, h.clone());
                             (env.register_coop(coop).unwrap(), m)
                         };
                         let coops: Vec<_> = (0..LIVE).map(|_| register()).collect();

@@ -97,9 +97,9 @@ pub struct DropCounts {
     /// Accepted for an agent that had finished (its `on_finish` ran) by the time the
     /// message reached it: found so by the send itself, by the agent's worker (the message
     /// was queued behind the agent's last demand), or by a worker that stopped with the
-    /// message still queued. With [`at_deregistration`](Self::at_deregistration), every
-    /// message an agent's deregistration keeps from its handlers is counted: for an
-    /// agent's direct mbox, messages `send` accepted = messages handled + these counts.
+    /// message still queued; or queued for an agent whose registration then failed. (One
+    /// its worker reaches before the agent's `on_finish`, while the coop deregisters,
+    /// counts as [`at_deregistration`](Self::at_deregistration).)
     pub receiver_finished: u64,
 }
 

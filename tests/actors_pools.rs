@@ -173,11 +173,13 @@ impl agentbox::trace::Tracer for Collect {
 fn the_core_s_delivery_tracing_sees_actor_events() {
     use agentbox::trace::TraceEvent;
     let tracer = std::sync::Arc::new(Collect(Default::default()));
-    let w = agentbox::WrappedEnv::with_params(
-        agentbox::EnvParams::new().message_tracer(tracer.clone()),
-        |_| {},
-    )
-    .unwrap();
+    let w = BoundedEnv::new(
+        agentbox::WrappedEnv::with_params(
+            agentbox::EnvParams::new().message_tracer(tracer.clone()),
+            |_| {},
+        )
+        .unwrap(),
+    );
     let sys = system(w.environment(), 1);
     let (tx, rx) = channel();
     let a = sys.register(recorder(tx)).unwrap();

@@ -548,7 +548,7 @@ fn five_systems_live_in_one_process_each_with_its_own_ids_and_services() {
         );
     }
     // Another environment may host the same node ids again.
-    let w2 = agentbox::WrappedEnv::new(|_| {}).unwrap();
+    let w2 = BoundedEnv::new(agentbox::WrappedEnv::new(|_| {}).unwrap());
     let again = system(w2.environment(), 1);
     assert_eq!(again.node_id(), 1);
     w2.stop_then_join().unwrap();

@@ -488,6 +488,10 @@ mod tests {
     /// in `coop::protocol`); one that is run hands it over exactly once.
     #[test]
     fn an_unrun_bind_leaves_the_executor_in_the_core_and_a_run_one_hands_it_over_once() {
+        crate::test_support::within_patience(unrun_and_run_binds);
+    }
+
+    fn unrun_and_run_binds() {
         use std::sync::atomic::{AtomicUsize, Ordering};
         struct Counted(Arc<AtomicUsize>);
         impl crate::agent::Agent for Counted {}

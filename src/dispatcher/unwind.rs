@@ -58,7 +58,7 @@ impl Gone {
 
 /// Runs `f`; its panic comes back as the panic's message.
 pub(crate) fn catching(f: impl FnOnce()) -> Result<(), String> {
-    catch_unwind(AssertUnwindSafe(f)).map_err(|payload| message_of(payload))
+    catch_unwind(AssertUnwindSafe(f)).map_err(message_of)
 }
 
 /// The message of a panic payload; the payload is dropped here, and a payload whose own

@@ -276,3 +276,13 @@ impl AgentTable {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// A slot is what an agent costs in its worker's table: keeping what a finished agent's
+    /// stale demands need (issue 22) made it no larger than the live entry it was.
+    #[test]
+    fn a_slot_is_four_words_live_or_finished() {
+        assert!(std::mem::size_of::<super::Slot>() <= 32);
+    }
+}

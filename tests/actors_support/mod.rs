@@ -182,52 +182,30 @@ pub fn dead_letters(env: &Environment, system: &ActorSystem) -> Receiver<DeadLet
     rx
 }
 
-/// A wrapped environment (runs until stopped), whose stop is bounded.
-pub fn env() -> BoundedEnv {
-    BoundedEnv::new(WrappedEnv::new(|_| {}).unwrap())
-}
-
-/// A [`WrappedEnv`] whose stop (by [`stop_then_join`](Self::stop_then_join) or on drop)
-/// fails the test after [`PATIENCE`] instead of hanging it: a broken worker stop or finish
-/// path would otherwise leave the join waiting for good.
-pub struct BoundedEnv(Option<WrappedEnv>);
-
-impl BoundedEnv {
-    /// Bounds the stop of `w`.
-    pub fn new(w: WrappedEnv) -> Self {
-        BoundedEnv(Some(w))
-    }
-
-    /// The running environment.
-    pub fn environment(&self) -> &Environment {
-        self.0.as_ref().expect("running").environment()
-    }
-
-    /// Stops the environment and waits for its thread, at most [`PATIENCE`].
-    pub fn stop_then_join(mut self) -> Result<(), agentbox::LaunchError> {
-        let w = self.0.take().expect("running");
-        let (tx, rx) = channel();
-        std::thread::spawn(move || {
-            let _ = tx.send(w.stop_then_join());
-        });
-        rx.recv_timeout(PATIENCE)
-            .expect("the environment did not stop within PATIENCE")
-    }
-}
-
-impl Drop for BoundedEnv {
-    fn drop(&mut self) {
-        if let Some(w) = self.0.take() {
-            let (tx, rx) = channel();
-            std::thread::spawn(move || {
-                drop(w);
-                let _ = tx.send(());
-            });
-            if rx.recv_timeout(PATIENCE).is_err() && !std::thread::panicking() {
-                panic!("the environment did not stop within {PATIENCE:?}");
+/// Runs a test's body on its own thread and fails the test if it does not return within
+/// [`PATIENCE`]: an actor system's pools are dispatchers, and dropping one waits for its
+/// worker threads, which would hang, not fail, a test whose worker stop path broke.
+pub fn bounded(body: impl FnOnce() + Send + 'static) {
+    let (tx, rx) = channel();
+    let t = std::thread::spawn(move || {
+        body();
+        let _ = tx.send(());
+    });
+    match rx.recv_timeout(PATIENCE) {
+        Ok(()) | Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+            if let Err(p) = t.join() {
+                std::panic::resume_unwind(p);
             }
         }
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            panic!("the test did not finish within {PATIENCE:?}")
+        }
     }
+}
+
+/// A wrapped environment (runs until stopped).
+pub fn env() -> WrappedEnv {
+    WrappedEnv::new(|_| {}).unwrap()
 }
 
 /// A system on `env` with a fixed first local id (deterministic ids).

@@ -14,6 +14,7 @@ pub(crate) enum DropReason {
     AtDeregistration,
     RedirectionDepth,
     Refused,
+    ReceiverFinished,
 }
 
 impl DropReason {
@@ -29,7 +30,7 @@ impl DropReason {
 /// One relaxed counter per reason, shared by an environment's mboxes and agents. Only
 /// drop paths touch it.
 #[derive(Default)]
-pub(crate) struct DropCounters([AtomicU64; 7]);
+pub(crate) struct DropCounters([AtomicU64; 8]);
 
 impl DropCounters {
     #[cold]
@@ -47,6 +48,7 @@ impl DropCounters {
             at_deregistration: get(DropReason::AtDeregistration),
             redirection_depth: get(DropReason::RedirectionDepth),
             refused: get(DropReason::Refused),
+            receiver_finished: get(DropReason::ReceiverFinished),
         }
     }
 }
@@ -56,6 +58,12 @@ impl DropCounters {
 /// controller as `drops/<reason>.count` quantities).
 ///
 /// A message sent to an MPMC mbox counts once per subscriber that drops it.
+///
+/// Every message an mbox accepts for an agent is either handled or counted here under
+/// exactly one reason, whatever the agent's coop does meanwhile (deregistration included):
+/// for messages sent to agents' direct mboxes, the number of `send`s that returned `Ok` is
+/// the number of messages handled plus [`total`](Self::total) (once the receivers' workers
+/// have run or dropped what was queued for them).
 ///
 /// # Examples
 ///
@@ -86,6 +94,13 @@ pub struct DropCounts {
     /// Redirected (as above) to an mbox that refused it: a full chain whose overflow
     /// reaction is an error, a closed chain, a mutable message for a multi-consumer mbox.
     pub refused: u64,
+    /// Accepted for an agent that had finished (its `on_finish` ran) by the time the
+    /// message reached it: found so by the send itself, by the agent's worker (the message
+    /// was queued behind the agent's last demand), or by a worker that stopped with the
+    /// message still queued; or queued for an agent whose registration then failed. (One
+    /// its worker reaches before the agent's `on_finish`, while the coop deregisters,
+    /// counts as [`at_deregistration`](Self::at_deregistration).)
+    pub receiver_finished: u64,
 }
 
 impl DropCounts {
@@ -98,5 +113,6 @@ impl DropCounts {
             + self.at_deregistration
             + self.redirection_depth
             + self.refused
+            + self.receiver_finished
     }
 }

@@ -5,6 +5,19 @@
 //! reaction is looked up agent → coop → parent coop → … → environment; the first one that
 //! is not [`ExceptionReaction::Inherit`] wins. The environment's default is
 //! [`ExceptionReaction::Abort`], as in SObjectizer: a panic nobody planned for is a bug.
+//!
+//! A `Drop` is user code too, and its panic is caught on the worker the same way:
+//!
+//! - in the agent's own `Drop` (its value, its context and the handlers' captures, dropped
+//!   on its worker right after `on_finish`): the agent's reaction decides, with
+//!   "its Drop" in the logged line; the agent is finished all the same;
+//! - in a message payload's `Drop`, when the worker lets go of a message a handler of the
+//!   agent ran: the agent's reaction decides;
+//! - in a payload's `Drop` when the worker drops a message no agent will run (its receiver
+//!   had finished, or the worker stopped): the environment's error logger gets the panic.
+//!
+//! Either way the worker keeps serving its other agents. A payload dropped on a sender's
+//! thread (a refused message) panics there, in the sender.
 
 use std::any::Any;
 use std::fmt;

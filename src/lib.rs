@@ -143,6 +143,8 @@ pub mod request;
 mod small_map;
 pub mod stats;
 mod sync;
+#[cfg(test)]
+mod test_support;
 pub mod timer;
 pub mod trace;
 

@@ -16,7 +16,7 @@
 //! | `coop_repository` | `coop.count` | coops registered (deregistering included) |
 //! | `mbox_repository` | `named_mbox.count` | named mboxes alive |
 //! | `timer_thread` | `timer.count` | timers pending (scheduled, not cancelled, not done) |
-//! | `drops` | `no_subscribers.count`, `filtered.count`, `over_limit.count`, `no_handler.count`, `at_deregistration.count`, `redirection_depth.count`, `refused.count` | messages accepted by `send` and then dropped, by reason, since the environment started (see [`DropCounts`](crate::DropCounts)) |
+//! | `drops` | `no_subscribers.count`, `filtered.count`, `over_limit.count`, `no_handler.count`, `at_deregistration.count`, `redirection_depth.count`, `refused.count`, `receiver_finished.count` | messages accepted by `send` and then dropped, by reason, since the environment started (see [`DropCounts`](crate::DropCounts)) |
 //! | `disp/<kind>/<name>` | `agent.count` | agents bound to the dispatcher |
 //! | `disp/<kind>/<name>` | `threads.count` | its worker threads |
 //! | `disp/<kind>/<name>/<queue>` | `demands.count` | demands waiting in one queue |
@@ -100,6 +100,8 @@ pub struct StatsFinished;
 
 /// Something that reports quantities: a dispatcher, the coop registry, …
 pub(crate) trait StatsSource: Send + Sync {
+    /// Hands each quantity to `out`, which only collects them (the controller sends them
+    /// once every source is done): `out` may be called under the source's locks.
     fn distribute(&self, out: &mut dyn FnMut(Quantity));
 }
 
@@ -188,7 +190,7 @@ impl StatsCore {
 
     fn distribute_once(&self, env: &Environment) {
         let _ = self.mbox.send(StatsStarted);
-        let mut send = |q: Quantity| {
+        let send = |q: Quantity| {
             let _ = self.mbox.send(q);
         };
         send(Quantity {
@@ -215,6 +217,7 @@ impl StatsCore {
             ("at_deregistration.count", drops.at_deregistration),
             ("redirection_depth.count", drops.redirection_depth),
             ("refused.count", drops.refused),
+            ("receiver_finished.count", drops.receiver_finished),
         ] {
             send(Quantity {
                 prefix: "drops".into(),
@@ -228,8 +231,16 @@ impl StatsCore {
             .iter()
             .filter_map(Weak::upgrade)
             .collect();
+        // Every source's quantities are collected first and sent after: a source reads
+        // its figures under its own locks, and a send may land in a queue behind one of
+        // them (a subscriber bound to the dispatcher being measured), so no source ever
+        // sends.
+        let mut quantities = Vec::new();
         for s in sources {
-            s.distribute(&mut send);
+            s.distribute(&mut |q| quantities.push(q));
+        }
+        for q in quantities {
+            send(q);
         }
         let _ = self.mbox.send(StatsFinished);
     }

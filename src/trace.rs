@@ -16,6 +16,7 @@
 //! | revealed nothing (an envelope said no) | `Hidden` | either |
 //! | no handler in the current state | `NoHandler` | agent's worker |
 //! | queued, but the agent is deregistering | `DroppedAtDeregistration` | agent's worker |
+//! | the agent had finished (`on_finish` ran) | `DroppedReceiverFinished` | sender's thread, agent's worker, or a stopped worker's last owner |
 //! | handler found and about to be called | `HandlerCalled` | agent's worker |
 //! | state left / entered | `StateLeft` / `StateEntered` | agent's worker |
 //!
@@ -89,6 +90,8 @@ pub enum TraceEvent {
     NoHandler,
     /// It was queued but the agent is deregistering: dropped.
     DroppedAtDeregistration,
+    /// Sent or queued for an agent that had finished (its `on_finish` ran): dropped.
+    DroppedReceiverFinished,
     /// A handler was found and is called.
     HandlerCalled,
     /// The agent left a state.
@@ -232,11 +235,9 @@ impl TraceHub {
     #[cold]
     #[inline(never)]
     pub(crate) fn emit(&self, record: TraceRecord<'_>) {
-        let keep = self
-            .filter
-            .read_recursive()
-            .as_ref()
-            .is_none_or(|f| (f.0)(&record));
+        // The filter is user code: called with the lock released (it may replace itself).
+        let filter = self.filter.read_recursive().clone();
+        let keep = filter.is_none_or(|f| (f.0)(&record));
         if keep {
             self.tracer.trace(&record);
         }

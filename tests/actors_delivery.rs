@@ -14,6 +14,10 @@ const NOBODY: ActorId = ActorId::new(1, 999_999, 77);
 
 #[test]
 fn tracked_event_to_an_unknown_id_comes_back_undelivered_from_the_recipient() {
+    bounded(tracked_event_to_an_unknown_id_comes_back_undelivered_from_the_recipient_body);
+}
+
+fn tracked_event_to_an_unknown_id_comes_back_undelivered_from_the_recipient_body() {
     let w = env();
     let env = w.environment().clone();
     let sys = system(&env, 1);
@@ -55,6 +59,10 @@ fn tracked_event_to_an_unknown_id_comes_back_undelivered_from_the_recipient() {
 
 #[test]
 fn forward_on_nondelivery_goes_to_the_target_with_its_flags_cleared() {
+    bounded(forward_on_nondelivery_goes_to_the_target_with_its_flags_cleared_body);
+}
+
+fn forward_on_nondelivery_goes_to_the_target_with_its_flags_cleared_body() {
     let w = env();
     let env = w.environment().clone();
     let sys = system(&env, 1);
@@ -79,6 +87,10 @@ fn forward_on_nondelivery_goes_to_the_target_with_its_flags_cleared() {
 
 #[test]
 fn a_forward_target_that_is_gone_too_falls_back_to_track_delivery() {
+    bounded(a_forward_target_that_is_gone_too_falls_back_to_track_delivery_body);
+}
+
+fn a_forward_target_that_is_gone_too_falls_back_to_track_delivery_body() {
     let w = env();
     let env = w.environment().clone();
     let sys = system(&env, 1);
@@ -104,6 +116,10 @@ fn a_forward_target_that_is_gone_too_falls_back_to_track_delivery() {
 
 #[test]
 fn an_untracked_event_to_an_unknown_id_is_a_dead_letter_and_nothing_panics() {
+    bounded(an_untracked_event_to_an_unknown_id_is_a_dead_letter_and_nothing_panics_body);
+}
+
+fn an_untracked_event_to_an_unknown_id_is_a_dead_letter_and_nothing_panics_body() {
     let w = env();
     let env = w.environment().clone();
     let sys = system(&env, 1);
@@ -233,16 +249,28 @@ fn queued_events_get_the_treatment(shared: bool) {
 
 #[test]
 fn events_queued_when_an_actor_passes_away_each_get_the_non_delivery_treatment() {
+    bounded(events_queued_when_an_actor_passes_away_each_get_the_non_delivery_treatment_body);
+}
+
+fn events_queued_when_an_actor_passes_away_each_get_the_non_delivery_treatment_body() {
     queued_events_get_the_treatment(false);
 }
 
 #[test]
 fn events_queued_for_a_same_mailbox_actor_that_passed_away_get_it_too() {
+    bounded(events_queued_for_a_same_mailbox_actor_that_passed_away_get_it_too_body);
+}
+
+fn events_queued_for_a_same_mailbox_actor_that_passed_away_get_it_too_body() {
     queued_events_get_the_treatment(true);
 }
 
 #[test]
 fn a_scheduled_event_for_an_actor_that_passed_away_is_a_dead_letter() {
+    bounded(a_scheduled_event_for_an_actor_that_passed_away_is_a_dead_letter_body);
+}
+
+fn a_scheduled_event_for_an_actor_that_passed_away_is_a_dead_letter_body() {
     let w = env();
     let env = w.environment().clone();
     let sys = system(&env, 1);
@@ -261,6 +289,10 @@ fn a_scheduled_event_for_an_actor_that_passed_away_is_a_dead_letter() {
 
 #[test]
 fn a_remote_recipient_without_an_interconnect_is_disconnected() {
+    bounded(a_remote_recipient_without_an_interconnect_is_disconnected_body);
+}
+
+fn a_remote_recipient_without_an_interconnect_is_disconnected_body() {
     let w = env();
     let env = w.environment().clone();
     let sys = system(&env, 1);
@@ -300,6 +332,10 @@ fn a_remote_recipient_without_an_interconnect_is_disconnected() {
 
 #[test]
 fn a_remote_recipient_goes_to_the_interconnect_proxy_service_of_its_node() {
+    bounded(a_remote_recipient_goes_to_the_interconnect_proxy_service_of_its_node_body);
+}
+
+fn a_remote_recipient_goes_to_the_interconnect_proxy_service_of_its_node_body() {
     let w = env();
     let env = w.environment().clone();
     let sys = system(&env, 1);
@@ -335,6 +371,10 @@ fn a_remote_recipient_goes_to_the_interconnect_proxy_service_of_its_node() {
 
 #[test]
 fn local_services_register_look_up_replace_and_clear_by_all_sixteen_bytes() {
+    bounded(local_services_register_look_up_replace_and_clear_by_all_sixteen_bytes_body);
+}
+
+fn local_services_register_look_up_replace_and_clear_by_all_sixteen_bytes_body() {
     let w = env();
     let env = w.environment().clone();
     let sys = system(&env, 4);
@@ -389,6 +429,10 @@ fn local_services_register_look_up_replace_and_clear_by_all_sixteen_bytes() {
 
 #[test]
 fn a_service_whose_actor_is_gone_does_not_deliver() {
+    bounded(a_service_whose_actor_is_gone_does_not_deliver_body);
+}
+
+fn a_service_whose_actor_is_gone_does_not_deliver_body() {
     let w = env();
     let env = w.environment().clone();
     let sys = system(&env, 1);
@@ -412,6 +456,10 @@ fn a_service_whose_actor_is_gone_does_not_deliver() {
 
 #[test]
 fn an_unhandled_event_is_a_dead_letter() {
+    bounded(an_unhandled_event_is_a_dead_letter_body);
+}
+
+fn an_unhandled_event_is_a_dead_letter_body() {
     let w = env();
     let env = w.environment().clone();
     let sys = system(&env, 1);
@@ -456,6 +504,10 @@ impl Agent for StatsProbe {
 
 #[test]
 fn dead_letters_and_pool_figures_reach_the_stats_controller() {
+    bounded(dead_letters_and_pool_figures_reach_the_stats_controller_body);
+}
+
+fn dead_letters_and_pool_figures_reach_the_stats_controller_body() {
     let w = env();
     let env = w.environment().clone();
     let sys = system(&env, 1);
@@ -500,6 +552,10 @@ fn dead_letters_and_pool_figures_reach_the_stats_controller() {
 
 #[test]
 fn events_queued_behind_a_stop_are_dead_letters_with_reason_shutdown() {
+    bounded(events_queued_behind_a_stop_are_dead_letters_with_reason_shutdown_body);
+}
+
+fn events_queued_behind_a_stop_are_dead_letters_with_reason_shutdown_body() {
     let w = env();
     let env = w.environment().clone();
     let sys = system(&env, 1);

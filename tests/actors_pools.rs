@@ -12,6 +12,10 @@ use agentbox::ActorId;
 
 #[test]
 fn pool_stats_count_actors_events_and_the_queue() {
+    bounded(pool_stats_count_actors_events_and_the_queue_body);
+}
+
+fn pool_stats_count_actors_events_and_the_queue_body() {
     let w = env();
     let sys = ActorSystem::start(
         w.environment(),
@@ -90,6 +94,10 @@ fn pool_stats_count_actors_events_and_the_queue() {
 
 #[test]
 fn an_actor_runs_on_its_pool_threads_only() {
+    bounded(an_actor_runs_on_its_pool_threads_only_body);
+}
+
+fn an_actor_runs_on_its_pool_threads_only_body() {
     let w = env();
     let sys = ActorSystem::start(
         w.environment(),
@@ -135,6 +143,10 @@ fn an_actor_runs_on_its_pool_threads_only() {
 
 #[test]
 fn events_between_two_actors_keep_their_order_on_a_pool_of_several_threads() {
+    bounded(events_between_two_actors_keep_their_order_on_a_pool_of_several_threads_body);
+}
+
+fn events_between_two_actors_keep_their_order_on_a_pool_of_several_threads_body() {
     let w = env();
     let sys = ActorSystem::start(
         w.environment(),
@@ -171,6 +183,10 @@ impl agentbox::trace::Tracer for Collect {
 
 #[test]
 fn the_core_s_delivery_tracing_sees_actor_events() {
+    bounded(the_core_s_delivery_tracing_sees_actor_events_body);
+}
+
+fn the_core_s_delivery_tracing_sees_actor_events_body() {
     use agentbox::trace::TraceEvent;
     let tracer = std::sync::Arc::new(Collect(Default::default()));
     let w = agentbox::WrappedEnv::with_params(

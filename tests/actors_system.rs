@@ -15,6 +15,10 @@ use agentbox::{ActorId, ExceptionReaction};
 
 #[test]
 fn registered_ids_have_the_node_the_pool_the_next_local_id_and_the_slot_as_hint() {
+    bounded(registered_ids_have_the_node_the_pool_the_next_local_id_and_the_slot_as_hint_body);
+}
+
+fn registered_ids_have_the_node_the_pool_the_next_local_id_and_the_slot_as_hint_body() {
     let w = env();
     let sys = system(w.environment(), 5);
     let (tx, _rx) = channel();
@@ -33,6 +37,10 @@ fn registered_ids_have_the_node_the_pool_the_next_local_id_and_the_slot_as_hint(
 
 #[test]
 fn a_stale_id_never_reaches_the_actor_that_reuses_its_hint() {
+    bounded(a_stale_id_never_reaches_the_actor_that_reuses_its_hint_body);
+}
+
+fn a_stale_id_never_reaches_the_actor_that_reuses_its_hint_body() {
     let w = env();
     let env = w.environment().clone();
     let sys = system(&env, 1);
@@ -71,6 +79,10 @@ fn a_stale_id_never_reaches_the_actor_that_reuses_its_hint() {
 
 #[test]
 fn a_hint_with_another_local_id_or_pool_does_not_resolve() {
+    bounded(a_hint_with_another_local_id_or_pool_does_not_resolve_body);
+}
+
+fn a_hint_with_another_local_id_or_pool_does_not_resolve_body() {
     let w = env();
     let sys = ActorSystem::start(
         w.environment(),
@@ -100,6 +112,10 @@ fn a_hint_with_another_local_id_or_pool_does_not_resolve() {
 
 #[test]
 fn bootstrap_comes_first_with_the_parent_id() {
+    bounded(bootstrap_comes_first_with_the_parent_id_body);
+}
+
+fn bootstrap_comes_first_with_the_parent_id_body() {
     let w = env();
     let sys = system(w.environment(), 1);
     let (tx, rx) = channel();
@@ -157,6 +173,10 @@ impl TwoStates {
 
 #[test]
 fn become_sends_the_next_event_to_the_new_state_function() {
+    bounded(become_sends_the_next_event_to_the_new_state_function_body);
+}
+
+fn become_sends_the_next_event_to_the_new_state_function_body() {
     let w = env();
     let sys = system(w.environment(), 1);
     let (tx, rx) = channel();
@@ -170,6 +190,10 @@ fn become_sends_the_next_event_to_the_new_state_function() {
 
 #[test]
 fn pass_away_twice_is_a_typed_error_and_the_id_stops_resolving_at_once() {
+    bounded(pass_away_twice_is_a_typed_error_and_the_id_stops_resolving_at_once_body);
+}
+
+fn pass_away_twice_is_a_typed_error_and_the_id_stops_resolving_at_once_body() {
     let w = env();
     let sys = system(w.environment(), 1);
     let (tx, rx) = channel();
@@ -197,6 +221,10 @@ fn pass_away_twice_is_a_typed_error_and_the_id_stops_resolving_at_once() {
 
 #[test]
 fn sends_from_outside_and_send_with_carry_exact_fields() {
+    bounded(sends_from_outside_and_send_with_carry_exact_fields_body);
+}
+
+fn sends_from_outside_and_send_with_carry_exact_fields_body() {
     let w = env();
     let sys = system(w.environment(), 1);
     let (tx, rx) = channel();
@@ -223,6 +251,10 @@ fn sends_from_outside_and_send_with_carry_exact_fields() {
 
 #[test]
 fn forward_keeps_sender_cookie_and_flags() {
+    bounded(forward_keeps_sender_cookie_and_flags_body);
+}
+
+fn forward_keeps_sender_cookie_and_flags_body() {
     let w = env();
     let sys = system(w.environment(), 1);
     let (tx, rx) = channel();
@@ -253,6 +285,10 @@ fn forward_keeps_sender_cookie_and_flags() {
 
 #[test]
 fn poison_passes_the_actor_away_unless_it_is_handled() {
+    bounded(poison_passes_the_actor_away_unless_it_is_handled_body);
+}
+
+fn poison_passes_the_actor_away_unless_it_is_handled_body() {
     let w = env();
     let sys = system(w.environment(), 1);
     let (tx, rx) = channel();
@@ -283,6 +319,10 @@ fn poison_passes_the_actor_away_unless_it_is_handled() {
 
 #[test]
 fn same_mailbox_children_bootstrap_first_and_never_run_concurrently() {
+    bounded(same_mailbox_children_bootstrap_first_and_never_run_concurrently_body);
+}
+
+fn same_mailbox_children_bootstrap_first_and_never_run_concurrently_body() {
     let w = env();
     let sys = ActorSystem::start(
         w.environment(),
@@ -364,6 +404,10 @@ fn same_mailbox_children_bootstrap_first_and_never_run_concurrently() {
 
 #[test]
 fn a_same_mailbox_child_passing_away_leaves_the_parent_running() {
+    bounded(a_same_mailbox_child_passing_away_leaves_the_parent_running_body);
+}
+
+fn a_same_mailbox_child_passing_away_leaves_the_parent_running_body() {
     let w = env();
     let env = w.environment().clone();
     let sys = system(&env, 1);
@@ -400,6 +444,10 @@ fn a_same_mailbox_child_passing_away_leaves_the_parent_running() {
 
 #[test]
 fn schedule_sends_to_self_later_and_a_cancelled_one_never_arrives() {
+    bounded(schedule_sends_to_self_later_and_a_cancelled_one_never_arrives_body);
+}
+
+fn schedule_sends_to_self_later_and_a_cancelled_one_never_arrives_body() {
     let w = env();
     let sys = system(w.environment(), 1);
     let (tx, rx) = channel();
@@ -436,6 +484,10 @@ fn schedule_sends_to_self_later_and_a_cancelled_one_never_arrives() {
 
 #[test]
 fn register_on_a_named_pool_puts_its_id_in_the_actor_id_for_life() {
+    bounded(register_on_a_named_pool_puts_its_id_in_the_actor_id_for_life_body);
+}
+
+fn register_on_a_named_pool_puts_its_id_in_the_actor_id_for_life_body() {
     let w = env();
     let sys = ActorSystem::start(
         w.environment(),
@@ -485,6 +537,10 @@ fn register_on_a_named_pool_puts_its_id_in_the_actor_id_for_life() {
 
 #[test]
 fn a_panic_with_the_deregister_reaction_passes_the_actor_away() {
+    bounded(a_panic_with_the_deregister_reaction_passes_the_actor_away_body);
+}
+
+fn a_panic_with_the_deregister_reaction_passes_the_actor_away_body() {
     let w = env();
     let env = w.environment().clone();
     let sys = system(&env, 1);
@@ -515,6 +571,10 @@ fn a_panic_with_the_deregister_reaction_passes_the_actor_away() {
 
 #[test]
 fn five_systems_live_in_one_process_each_with_its_own_ids_and_services() {
+    bounded(five_systems_live_in_one_process_each_with_its_own_ids_and_services_body);
+}
+
+fn five_systems_live_in_one_process_each_with_its_own_ids_and_services_body() {
     let w = env();
     let env = w.environment().clone();
     let echo = ActorId::service(0, b"echo").unwrap();
@@ -557,6 +617,10 @@ fn five_systems_live_in_one_process_each_with_its_own_ids_and_services() {
 
 #[test]
 fn setup_errors_are_typed() {
+    bounded(setup_errors_are_typed_body);
+}
+
+fn setup_errors_are_typed_body() {
     let w = env();
     let env = w.environment();
     assert!(matches!(
@@ -595,6 +659,10 @@ fn setup_errors_are_typed() {
 
 #[test]
 fn stop_ends_every_actor_and_refuses_registration() {
+    bounded(stop_ends_every_actor_and_refuses_registration_body);
+}
+
+fn stop_ends_every_actor_and_refuses_registration_body() {
     let w = env();
     let env = w.environment().clone();
     let sys = system(&env, 1);
@@ -618,6 +686,10 @@ fn stop_ends_every_actor_and_refuses_registration() {
 
 #[test]
 fn the_environment_shuts_down_by_itself_once_every_actor_passed_away() {
+    bounded(the_environment_shuts_down_by_itself_once_every_actor_passed_away_body);
+}
+
+fn the_environment_shuts_down_by_itself_once_every_actor_passed_away_body() {
     let done = Arc::new(AtomicUsize::new(0));
     let d = done.clone();
     agentbox::Environment::launch(move |env| {
@@ -637,6 +709,10 @@ fn the_environment_shuts_down_by_itself_once_every_actor_passed_away() {
 
 #[test]
 fn thousands_of_actors_get_distinct_local_ids_and_freed_hints_are_reused() {
+    bounded(thousands_of_actors_get_distinct_local_ids_and_freed_hints_are_reused_body);
+}
+
+fn thousands_of_actors_get_distinct_local_ids_and_freed_hints_are_reused_body() {
     let w = env();
     let sys = system(w.environment(), 1);
     let (tx, rx) = channel();
@@ -675,6 +751,10 @@ fn thousands_of_actors_get_distinct_local_ids_and_freed_hints_are_reused() {
 
 #[test]
 fn a_cached_route_stops_at_once_when_the_recipient_passes_away() {
+    bounded(a_cached_route_stops_at_once_when_the_recipient_passes_away_body);
+}
+
+fn a_cached_route_stops_at_once_when_the_recipient_passes_away_body() {
     let w = env();
     let env = w.environment().clone();
     let sys = system(&env, 1);
@@ -717,6 +797,10 @@ fn a_cached_route_stops_at_once_when_the_recipient_passes_away() {
 
 #[test]
 fn setup_registers_local_services_then_runs_the_start_functions_in_order() {
+    bounded(setup_registers_local_services_then_runs_the_start_functions_in_order_body);
+}
+
+fn setup_registers_local_services_then_runs_the_start_functions_in_order_body() {
     let w = env();
     let (tx, rx) = channel();
     let (log_tx, log_rx) = channel();

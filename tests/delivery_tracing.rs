@@ -206,17 +206,20 @@ fn the_tracing_crate_tracer_emits_events() {
         fn exit(&self, _: &tracing::span::Id) {}
     }
     let count = Arc::new(Mutex::new(0));
-    let dispatch = tracing::Dispatch::new(Count(count.clone()));
-    tracing::dispatcher::with_default(&dispatch, || {
-        Environment::launch_with(
-            EnvParams::new().message_tracer(Arc::new(TracingTracer)),
-            |env| {
-                let mbox = env.create_mbox();
-                send(&mbox, Hello).unwrap();
-                send(&mbox, Hello).unwrap();
-            },
-        )
-        .unwrap();
+    let c = count.clone();
+    within_patience(move || {
+        let dispatch = tracing::Dispatch::new(Count(c));
+        tracing::dispatcher::with_default(&dispatch, || {
+            Environment::launch_with(
+                EnvParams::new().message_tracer(Arc::new(TracingTracer)),
+                |env| {
+                    let mbox = env.create_mbox();
+                    send(&mbox, Hello).unwrap();
+                    send(&mbox, Hello).unwrap();
+                },
+            )
+            .unwrap();
+        });
     });
     assert_eq!(*count.lock(), 2);
 }

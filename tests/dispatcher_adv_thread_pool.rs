@@ -1,10 +1,11 @@
 //! The behavioural suite on `adv_thread_pool`, plus its own rules: thread-safe handlers run
 //! in parallel, an exclusive one runs alone and holds back the thread-safe ones behind it,
-//! and thread-safe handlers accept only the Ignore and Abort reactions.
+//! thread-safe handlers accept only the Ignore and Abort reactions; a panic in `Drop` is
+//! contained and every drop counted for thread-safe demands too.
 
 mod common;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 
 use agentbox::dispatcher::adv_thread_pool;
@@ -133,4 +134,106 @@ fn thread_safe_handlers_need_the_ignore_or_abort_reaction() {
         .unwrap();
         assert_eq!(log.get(), ["true"]);
     });
+}
+
+/// A payload whose `Drop` panics.
+struct Bomb;
+
+impl Drop for Bomb {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            panic!("a bomb handled in parallel");
+        }
+    }
+}
+
+/// A thread-safe agent whose `Drop` panics; logs what its thread-safe handlers get.
+struct SafeVictim(Log);
+
+impl Agent for SafeVictim {
+    fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+        ctx.subscribe_self()
+            .event_thread_safe(|a: &Self, _: &ThreadSafeContext, n: &u32| {
+                a.0.push(format!("got {n}"))
+            })?;
+        ctx.subscribe_self()
+            .event_thread_safe(|a: &Self, _: &ThreadSafeContext, _: &Bomb| a.0.push("bomb"))?;
+        Ok(())
+    }
+    fn exception_reaction(&self) -> ExceptionReaction {
+        ExceptionReaction::Ignore
+    }
+}
+
+impl Drop for SafeVictim {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            panic!("the thread-safe agent's drop");
+        }
+    }
+}
+
+/// Thread-safe demands run beside each other, not through the worker's table: a panic in
+/// a payload's `Drop` after a thread-safe handler, and in the agent's own `Drop`, are
+/// reported and the agent and the pool serve on.
+#[test]
+fn panics_in_drop_after_thread_safe_handlers_are_reported_and_the_pool_serves_on() {
+    within_patience(|| {
+        let log = Log::new();
+        let errors = Log::new();
+        let (l, e) = (log.clone(), errors.clone());
+        let params = agentbox::EnvParams::new().error_logger(move |line| e.push(line));
+        Environment::launch_with(params, move |env| {
+            let pool = adv_thread_pool::Builder::new().threads(2).build().unwrap();
+            let me = env
+                .introduce_coop(|coop| {
+                    coop.set_binder(pool.binder());
+                    coop.add_thread_safe_agent(SafeVictim(l.clone()))
+                })
+                .unwrap();
+            send(&me, Bomb).unwrap();
+            l.wait_for(1);
+            for n in 0..10u32 {
+                send(&me, n).unwrap();
+            }
+            l.wait_for(11);
+            env.stop();
+        })
+        .unwrap();
+        let mut got = log.get();
+        got.sort();
+        let mut want: Vec<String> = (0..10).map(|n| format!("got {n}")).collect();
+        want.push("bomb".into());
+        want.sort();
+        assert_eq!(got, want);
+        let errors = errors.get();
+        for what in ["a bomb handled in parallel", "the thread-safe agent's drop"] {
+            assert!(
+                errors.iter().any(|e| e.contains(what)),
+                "{what}: {errors:?}"
+            );
+        }
+    });
+}
+
+struct SafeCounted(Arc<AtomicU64>);
+
+impl Agent for SafeCounted {
+    fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+        ctx.subscribe_self()
+            .event_thread_safe(|a: &Self, _: &ThreadSafeContext, _: &u64| {
+                a.0.fetch_add(1, Ordering::Relaxed);
+            })?;
+        Ok(())
+    }
+    fn exception_reaction(&self) -> ExceptionReaction {
+        ExceptionReaction::Ignore
+    }
+}
+
+/// The suite's churn with thread-safe agents: a demand classified as thread-safe while its
+/// agent was active, run after its coop began to deregister, is counted too.
+#[test]
+fn sent_is_handled_plus_counted_drops_under_churn_of_thread_safe_agents() {
+    suite::robust::churn(|coop, handled| coop.add_thread_safe_agent(SafeCounted(handled)));
 }

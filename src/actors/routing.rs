@@ -332,6 +332,11 @@ mod tests {
 
     #[test]
     fn an_unsure_loss_is_forwarded_or_notified_only_with_generate_unsure_undelivered() {
+        // Bounded: the environment's stop would hang, not fail, if a worker's broke.
+        crate::test_support::within_patience(unsure_losses);
+    }
+
+    fn unsure_losses() {
         let w = WrappedEnv::new(|_| {}).unwrap();
         let sys = ActorSystem::start(w.environment(), SystemSetup::new(1)).unwrap();
         let (to_sender, at_sender) = channel();

@@ -219,6 +219,19 @@ impl AgentCore {
     }
 }
 
+impl Drop for AgentCore {
+    /// Messages that waited for a binding that never came (the registration failed) are
+    /// counted as dropped: their receiver is gone without having started.
+    fn drop(&mut self) {
+        let pending = std::mem::take(&mut self.unbound.get_mut().pending);
+        for kind in pending {
+            if let DemandKind::Message { mbox, msg } = kind {
+                receiver_finished(self, mbox, msg);
+            }
+        }
+    }
+}
+
 pub(crate) type AgentArc = Arc<AgentCore>;
 
 /// The executable half of an agent: the user's value, its context and handlers. Owned by
@@ -314,10 +327,27 @@ fn push_message(core: &AgentArc, mbox: MboxId, msg: Message) {
     if let Some((q, key)) = core.binding.get() {
         if core.status() != FINISHED {
             q.push_message(Demand::message(*key, mbox, msg), core);
+        } else {
+            receiver_finished(core, mbox, msg);
         }
         return;
     }
     push_unbound(core, DemandKind::Message { mbox, msg });
+}
+
+/// Counts and traces a message for an agent that has finished, and drops it. (One that
+/// finishes after this check is counted where its demand is dropped: see
+/// `dispatcher::table`.)
+#[cold]
+#[inline(never)]
+fn receiver_finished(core: &AgentCore, mbox: MboxId, msg: Message) {
+    core.drops.count(DropReason::ReceiverFinished);
+    trace::emit(&core.trace, || {
+        TraceRecord::new(TraceEvent::DroppedReceiverFinished)
+            .agent(core.id)
+            .mbox(mbox)
+            .msg(msg.message_type())
+    });
 }
 
 /// [`push`] for an agent not bound yet (at most once per agent on the send path).
@@ -334,6 +364,8 @@ pub(crate) fn push(core: &AgentArc, kind: DemandKind) {
         // not fill it with demands nobody will run.
         if core.status() != FINISHED {
             q.push(Demand::new(*key, kind));
+        } else if let DemandKind::Message { mbox, msg } = kind {
+            receiver_finished(core, mbox, msg);
         }
         return;
     }

@@ -398,10 +398,19 @@ impl<A: Agent> AgentExec for Inner<A> {
                 } else {
                     self.guarded(|inner| inner.switch_to(super::state::default_state()))
                 };
-                // Whatever on_finish did, the agent is done: it gets nothing more.
-                self.ctx.subs.drop_all(&AgentRef(core.clone()));
-                core.direct_clear();
+                // Whatever on_finish did, the agent is done: it gets nothing more. Dropping
+                // its subscriptions drops the user's filters (and what they captured): a
+                // panic in a `Drop` there goes to the reaction too, and the agent still
+                // finishes.
+                let unsubscribed = catch_unwind(AssertUnwindSafe(|| {
+                    self.ctx.subs.drop_all(&AgentRef(core.clone()));
+                    core.direct_clear();
+                }));
                 core.set_status(FINISHED);
+                if let Err(payload) = unsubscribed {
+                    let failure = Failure::Panic(exception::panic_message(&payload));
+                    exception::react(core, failure, "dropping its subscriptions");
+                }
                 if let Err(failure) = result {
                     exception::react(core, failure, "on_finish");
                 }
@@ -506,8 +515,21 @@ impl<A: Agent + Sync> SharedExec for SharedView<A> {
             limits.release(msg.type_id());
         }
         let inner = self.0.read_recursive();
-        let (Some(slot), Run::Message { msg, mbox }) = (inner.safe_slot(core, &demand), demand)
-        else {
+        let Run::Message { msg, mbox } = demand else {
+            return;
+        };
+        let Some(slot) = inner.safe_slot(core, &demand) else {
+            // Classified as thread-safe while the agent was active; its coop began to
+            // deregister since: dropped, as an exclusive demand is.
+            if core.status() != ACTIVE {
+                core.drops.count(DropReason::AtDeregistration);
+                trace::emit(&core.trace, || {
+                    TraceRecord::new(TraceEvent::DroppedAtDeregistration)
+                        .agent(core.id)
+                        .mbox(mbox)
+                        .msg(msg.message_type())
+                });
+            }
             return;
         };
         let outcome = catch_unwind(AssertUnwindSafe(|| inner.call_safe(slot, mbox, msg)));

@@ -19,7 +19,8 @@
 //!    the queue is not scheduled, the queue goes back to the ready list, so another worker
 //!    can start the next thread-safe demand in parallel.
 //! 4. A demand popped after the agent's last demand (`Finish`) ran finds no executor and is
-//!    dropped: the agent is gone. Nothing else is ever dropped once popped.
+//!    dropped (and counted, by the protocol): the agent is gone. Nothing else is ever
+//!    dropped once popped. What is still queued when the queue goes is dropped the same way.
 //!
 //! # Races
 //!
@@ -59,6 +60,10 @@ pub(crate) trait Protocol: Send + Sync + Sized + 'static {
     /// The executor of an agent whose last demand ran, to be dropped.
     fn finished(exec: Arc<Self::Exec>) {
         drop(exec);
+    }
+    /// A demand that will not run (step 4, and what is queued when the queue goes).
+    fn drop_unrun(&self, d: Self::Demand) {
+        drop(d);
     }
 }
 
@@ -194,10 +199,21 @@ impl<P: Protocol> AdvQueue<P> {
                 st.running_exclusive = false;
                 self.reschedule(&mut st);
             }
-            Start::Drop(d) => drop(d),
+            Start::Drop(d) => self.proto.drop_unrun(d),
         }
         if let Some(exec) = gone {
             P::finished(exec);
+        }
+    }
+}
+
+impl<P: Protocol> Drop for AdvQueue<P> {
+    /// What is still queued when the queue goes (its pool stopped first, or it was pushed
+    /// after the agent finished) is dropped as step 4 drops it.
+    fn drop(&mut self) {
+        let demands = std::mem::take(&mut self.state.lock().demands);
+        for d in demands {
+            self.proto.drop_unrun(d);
         }
     }
 }

@@ -62,6 +62,7 @@ use parking_lot::Mutex;
 use super::adv_queue::{AdvQueue, Protocol};
 use super::one_thread::quantity;
 use super::pool::{thread_count, ReadyQueue, Workers};
+use super::unwind::{self, Gone};
 use super::{
     common_builder_methods, AgentKey, BindError, Binder, BinderImpl, BuildError, CommonParams,
     Demand, DispatcherHandle, EventQueue,
@@ -153,6 +154,8 @@ type Queue = AdvQueue<Agents>;
 /// The protocol of `adv_queue` for real agents: demands, executors, the pool's ready list.
 struct Agents {
     ready: Weak<ReadyQueue<Arc<Queue>>>,
+    /// The queue's agent, for the demands dropped after it finished.
+    gone: Gone,
 }
 
 /// The executor of the queue's agent, once its `Bind` demand has run.
@@ -188,20 +191,45 @@ impl Protocol for Agents {
             .is_some_and(|s| s.is_thread_safe(&e.core, d.run_plain()))
     }
 
+    /// Handler panics are caught around the handler; what is caught here (per demand:
+    /// this pool's demands take two locks each anyway) is a payload's `Drop`, or a panic
+    /// in the reaction's own user code, so that the queue's bookkeeping always completes.
     fn run_safe(e: &Exec, d: Demand) {
-        if let Some(s) = &e.shared {
-            s.execute_shared(&e.core, d.run_plain());
+        let ran = unwind::catching(|| {
+            if let Some(s) = &e.shared {
+                s.execute_shared(&e.core, d.run_plain());
+            }
+            d.recycle();
+        });
+        if let Err(msg) = ran {
+            unwind::react(&e.core, msg, "dropping a message after its handler");
         }
     }
 
     fn run_exclusive(e: &Exec, d: Demand) -> bool {
-        e.exclusive.lock().execute(&e.core, d.run_plain())
+        let mut finished = false;
+        let ran = unwind::catching(|| {
+            finished = e.exclusive.lock().execute(&e.core, d.run_plain());
+            d.recycle();
+        });
+        if let Err(msg) = ran {
+            unwind::react(&e.core, msg, "dropping a message after its handler");
+            // Cut short after its `Finish` ran: finished all the same.
+            finished |= e.core.status() == crate::agent::core::FINISHED;
+        }
+        finished
     }
 
     fn finished(exec: Arc<Exec>) {
         let core = exec.core.clone();
-        drop(exec);
+        if let Err(msg) = unwind::catching(|| drop(exec)) {
+            unwind::react(&core, msg, "its Drop (after on_finish)");
+        }
         crate::agent::core::finished(&core);
+    }
+
+    fn drop_unrun(&self, d: Demand) {
+        unwind::drop_unrun(d, Some(&self.gone));
     }
 
     fn make_ready(&self, q: Arc<Queue>) {
@@ -232,7 +260,10 @@ impl BinderImpl for AdvBinder {
 
     fn bind(&self, agent: &AgentRef) -> (Arc<dyn EventQueue>, AgentKey) {
         let ready = Arc::downgrade(&self.core.ready);
-        let queue = AdvQueue::new(Agents { ready });
+        let queue = AdvQueue::new(Agents {
+            ready,
+            gone: Gone::of(&agent.0),
+        });
         self.core
             .queues
             .lock()
@@ -241,7 +272,10 @@ impl BinderImpl for AdvBinder {
     }
 
     fn unbind(&self, agent: &AgentRef, _key: AgentKey) {
-        self.core.queues.lock().remove(&agent.id().as_u64());
+        // Dropped outside the lock: the last reference drops what is still queued, and a
+        // payload's `Drop` is user code.
+        let queue = self.core.queues.lock().remove(&agent.id().as_u64());
+        drop(queue);
     }
 
     /// Unbinding releases a key (and maybe a queue): never waits for a thread.

@@ -174,6 +174,19 @@ impl Demand {
         self.mbox == STOP_WORKER
     }
 
+    /// The mbox of a message demand (`direct`, the agent's direct mbox, for an inline one,
+    /// which keeps no id); `None` for a control demand. Off the message path: for demands
+    /// that are dropped unrun.
+    pub(crate) fn message_mbox(&self, direct: impl FnOnce() -> MboxId) -> Option<MboxId> {
+        if self.mbox.0 < INLINE {
+            Some(self.mbox)
+        } else if self.is_inline() {
+            Some(direct())
+        } else {
+            None
+        }
+    }
+
     /// A `Bind`, with or without the `Start` after it.
     #[inline]
     pub(crate) fn is_bind(&self) -> bool {
@@ -475,6 +488,10 @@ mod tests {
     /// in `coop::protocol`); one that is run hands it over exactly once.
     #[test]
     fn an_unrun_bind_leaves_the_executor_in_the_core_and_a_run_one_hands_it_over_once() {
+        crate::test_support::within_patience(unrun_and_run_binds);
+    }
+
+    fn unrun_and_run_binds() {
         use std::sync::atomic::{AtomicUsize, Ordering};
         struct Counted(Arc<AtomicUsize>);
         impl crate::agent::Agent for Counted {}

@@ -16,6 +16,13 @@
 //! concurrently, `on_start` runs first and `on_finish` last, and one sender's messages to
 //! one receiver through one mbox are handled in send order.
 //!
+//! On every dispatcher, a message queued for an agent is handled or counted in
+//! [`DropCounts`](crate::DropCounts) (one queued behind the agent's `on_finish`, or left
+//! when the worker stops, as `receiver_finished`), and a panic in user code a worker runs
+//! outside a handler — the agent's `Drop`, a message payload's `Drop` — goes to the
+//! agent's exception reaction or the error logger (see [`exception`](crate::exception)):
+//! no worker thread dies of it.
+//!
 //! # Lifetime
 //!
 //! A dispatcher lives while its [`DispatcherHandle`], any [`Binder`] made from it, or any
@@ -34,6 +41,7 @@ pub mod quoted_round_robin;
 pub(crate) mod serial;
 pub mod strictly_ordered;
 pub mod thread_pool;
+pub(crate) mod unwind;
 
 use std::fmt;
 use std::sync::Arc;
@@ -50,7 +58,8 @@ mod table;
 
 /// A queue a dispatcher gives to each bound agent.
 pub(crate) trait EventQueue: Send + Sync {
-    /// Queues one demand; never blocks. A queue whose worker has stopped drops it.
+    /// Queues one demand; never blocks. A queue whose worker has stopped keeps it until the
+    /// queue goes, and then drops and counts it (see `AgentTable::drop_unrun`).
     fn push(&self, demand: Demand);
 
     /// Queues a message demand for `agent`; as [`push`](Self::push) does. A queue run

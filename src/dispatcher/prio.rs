@@ -3,6 +3,7 @@
 //! demand.
 
 use std::collections::VecDeque;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::thread::{JoinHandle, ThreadId};
 use std::time::Instant;
@@ -40,6 +41,27 @@ pub(crate) struct Shared {
     ready: Condvar,
     keys: KeyAllocator,
     activity: Option<Activity>,
+    /// The worker's table once it has stopped: counts what is pushed after.
+    retired: Mutex<Option<AgentTable>>,
+}
+
+impl Drop for Shared {
+    /// Demands pushed after the worker stopped (by senders that saw their agent alive
+    /// just before it finished) are dropped and counted through the worker's table.
+    fn drop(&mut self) {
+        let Some(agents) = self.retired.get_mut().take() else {
+            return;
+        };
+        for d in self
+            .queues
+            .get_mut()
+            .by_prio
+            .iter_mut()
+            .flat_map(std::mem::take)
+        {
+            agents.drop_unrun(d);
+        }
+    }
 }
 
 impl Shared {
@@ -101,13 +123,32 @@ impl Shared {
         !q.stop
     }
 
+    /// The worker: runs demands until stopped. A panic escaping a demand (a payload's
+    /// `Drop`, see `dispatcher::unwind`) is reported and the loop resumes; when stopped,
+    /// the table keeps what counts the demands left (see `Drop`).
     fn run(&self, policy: Policy) {
         SERVING.set(self as *const Shared as usize);
         let mut agents = AgentTable::default();
+        while let Err(payload) = catch_unwind(AssertUnwindSafe(|| self.serve(policy, &mut agents)))
+        {
+            agents.contain(payload);
+        }
+        let left: Vec<Demand> = {
+            let mut q = self.queues.lock();
+            q.by_prio.iter_mut().flat_map(std::mem::take).collect()
+        };
+        for d in left {
+            agents.drop_unrun(d);
+        }
+        agents.retire();
+        *self.retired.lock() = Some(agents);
+    }
+
+    fn serve(&self, policy: Policy, agents: &mut AgentTable) {
         match policy {
             Policy::Strict => {
                 while let Some(Some(d)) = self.take_from(None) {
-                    self.run_one(&mut agents, d);
+                    self.run_one(agents, d);
                 }
             }
             Policy::Quoted(quotas) => loop {
@@ -121,7 +162,7 @@ impl Shared {
                         match self.take_from(Some(p)) {
                             None => return,
                             Some(None) => break,
-                            Some(Some(d)) => self.run_one(&mut agents, d),
+                            Some(Some(d)) => self.run_one(agents, d),
                         }
                     }
                 }
@@ -150,6 +191,7 @@ impl Core {
             ready: Condvar::new(),
             keys: KeyAllocator::default(),
             activity: activity.then(Activity::default),
+            retired: Mutex::new(None),
         });
         let s = shared.clone();
         let thread = std::thread::Builder::new()

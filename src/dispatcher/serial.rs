@@ -28,10 +28,12 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize as StdAtomicUsize, Ordering as StdOrdering};
 use std::sync::Arc;
 
 use crossbeam_channel::{Receiver, Sender};
+use parking_lot::Mutex;
 
 use super::activity::Activity;
 use super::{AgentTable, Demand, EventQueue};
@@ -62,6 +64,8 @@ pub(crate) struct SerialQueue {
     round_len: StdAtomicUsize,
     /// Present when the dispatcher tracks activity.
     pub(crate) activity: Option<Activity>,
+    /// The worker's table once it has stopped: counts what is pushed after.
+    retired: Mutex<Option<AgentTable>>,
 }
 
 impl SerialQueue {
@@ -73,6 +77,7 @@ impl SerialQueue {
             in_channel: ChannelCount::default(),
             round_len: StdAtomicUsize::new(0),
             activity: track.then(Activity::default),
+            retired: Mutex::new(None),
         })
     }
 
@@ -169,16 +174,50 @@ impl SerialQueue {
 
     /// The worker loop; returns when [`stop`](Self::stop) is called.
     ///
+    /// The demands run under one `catch_unwind` for as long as nothing panics: a panic
+    /// that escapes a demand (a payload's `Drop`; see `dispatcher::unwind`) is reported by
+    /// the table, and the loop resumes where it was (its state is in the deque and the
+    /// channel), so the worker keeps serving.
+    ///
+    /// When it stops, what is still queued — in the deque, in the channel, and whatever a
+    /// sender that saw its agent alive pushes later (see the queue's `Drop`) — is dropped
+    /// and counted through the table, which keeps what it needs of the finished agents.
+    pub(crate) fn run(self: &Arc<Self>) {
+        let mut agents = AgentTable::default();
+        SERVING.set(self.key());
+        STOP.set(false);
+        while let Err(payload) = catch_unwind(AssertUnwindSafe(|| self.serve(&mut agents))) {
+            agents.contain(payload);
+        }
+        SERVING.set(0);
+        // Dropped outside the deque's borrow: dropping a message may run user code that
+        // sends.
+        let leftover = LOCAL.with_borrow_mut(std::mem::take);
+        for d in leftover {
+            agents.drop_unrun(d);
+        }
+        agents.retire();
+        while let Ok(d) = self.rx.try_recv() {
+            self.received();
+            if !d.is_stop_worker() {
+                agents.drop_unrun(d);
+            }
+        }
+        *self.retired.lock() = Some(agents);
+    }
+
+    /// Runs demands until the stop command (the worker loop of [`run`](Self::run)).
+    ///
     /// The worker runs the local deque in bursts of at most [`BURST`] demands, popping them
     /// one at a time (demands pushed meanwhile go behind), and looks at the channel between
     /// bursts, so a local ping-pong cannot starve senders on other threads. (It used to
     /// take the whole deque per round; with one demand in flight, as in a conversation,
     /// every round paid its setup for one demand: ping-pong 7% slower, a stream 1% faster.)
-    pub(crate) fn run(self: &Arc<Self>) {
-        let mut agents = AgentTable::default();
-        SERVING.set(self.key());
-        STOP.set(false);
+    fn serve(&self, agents: &mut AgentTable) {
         loop {
+            if STOP.get() {
+                return;
+            }
             let empty = LOCAL.with_borrow_mut(|q| {
                 // A burst's worth at a time: a backlog from other threads then waits in the
                 // channel (one 32-byte slot a message) and not, moved, in the deque too
@@ -192,20 +231,25 @@ impl SerialQueue {
                 q.is_empty()
             });
             if STOP.get() {
-                break;
+                return;
             }
             if empty {
                 // Waiting: spinning, then parked.
                 let waiting = self.activity.as_ref().map(|_| std::time::Instant::now());
                 let first = match self.spin_for_work() {
                     Some(d) => d,
-                    None if STOP.get() => break,
+                    None if STOP.get() => return,
                     None => match self.rx.recv() {
                         Ok(d) if !d.is_stop_worker() => {
                             self.received();
                             d
                         }
-                        Ok(_) | Err(_) => break,
+                        Ok(_) => {
+                            self.received();
+                            STOP.set(true);
+                            return;
+                        }
+                        Err(_) => return,
                     },
                 };
                 if let (Some(a), Some(t)) = (&self.activity, waiting) {
@@ -225,16 +269,23 @@ impl SerialQueue {
                     a.worked_since(t);
                 }
             }
-            if STOP.get() {
-                break;
+        }
+    }
+}
+
+impl Drop for SerialQueue {
+    /// Counts what senders pushed after the worker stopped (each saw its agent alive just
+    /// before the agent finished): the last reference to the queue goes with the last
+    /// agent core bound to it, so nothing is pushed after this.
+    fn drop(&mut self) {
+        let Some(agents) = self.retired.get_mut().take() else {
+            return;
+        };
+        while let Ok(d) = self.rx.try_recv() {
+            if !d.is_stop_worker() {
+                agents.drop_unrun(d);
             }
         }
-        SERVING.set(0);
-        // Demands left behind are for agents that are gone. Drop them outside the borrow:
-        // dropping an agent may run user code that sends.
-        let leftover = LOCAL.with_borrow_mut(std::mem::take);
-        drop(leftover);
-        drop(agents);
     }
 }
 

@@ -9,9 +9,16 @@
 //! Keys are handed out by the dispatcher's [`KeyAllocator`] at binding and returned at
 //! unbinding, which comes after the agent's `Finish` ran on the worker: so the worker has
 //! always emptied a slot before it sees the `Bind` of the slot's next occupant.
+//!
+//! A slot whose agent finished keeps what the demands still queued for that agent need to
+//! be counted as dropped (`DropCounts::receiver_finished`): a sender that saw the agent
+//! alive may queue a message after its `Finish`.
+
+use std::any::Any;
 
 use parking_lot::Mutex;
 
+use super::unwind::{self, Gone};
 use super::{Demand, Run};
 use crate::agent::{AgentArc, AgentExec};
 
@@ -82,12 +89,39 @@ impl KeyAllocator {
     }
 }
 
-type Entry = (u32, AgentArc, Box<dyn AgentExec>);
-
-/// The worker's agents. Lives on the worker's stack; never shared.
+/// One slot of a worker's table.
 #[derive(Default)]
+enum Slot {
+    /// Never had an agent.
+    #[default]
+    Empty,
+    /// Its agent, bound and not finished.
+    Live {
+        generation: u32,
+        core: AgentArc,
+        exec: Box<dyn AgentExec>,
+    },
+    /// Its last agent finished: what a demand still queued for it needs to be counted
+    /// (until the slot's next agent is bound).
+    Finished(Gone),
+}
+
+/// The worker's agents. Lives on the worker's stack (or in the queue a thread pool's
+/// workers take turns at); never shared.
 pub(crate) struct AgentTable {
-    slots: Vec<Option<Entry>>,
+    slots: Vec<Slot>,
+    /// The key of the demand run last: the agent whose message was being dropped when a
+    /// panic escaped [`run`](Self::run) (see [`contain`](Self::contain)).
+    current: AgentKey,
+}
+
+impl Default for AgentTable {
+    fn default() -> Self {
+        AgentTable {
+            slots: Vec::new(),
+            current: AgentKey::single(),
+        }
+    }
 }
 
 impl AgentTable {
@@ -120,13 +154,18 @@ impl AgentTable {
                     .max(4);
                 self.slots.reserve_exact(want - self.slots.len());
             }
-            self.slots.resize_with(slot + 1, || None);
+            self.slots.resize_with(slot + 1, Slot::default);
         }
-        self.slots[slot] = Some((key.generation, core, exec));
+        self.slots[slot] = Slot::Live {
+            generation: key.generation,
+            core,
+            exec,
+        };
         if starts {
+            self.current = key;
             let finished = match &mut self.slots[slot] {
-                Some((_, core, exec)) => exec.execute(core, Run::Start),
-                None => false,
+                Slot::Live { core, exec, .. } => exec.execute(core, Run::Start),
+                _ => false,
             };
             if finished {
                 self.finish(slot);
@@ -135,18 +174,31 @@ impl AgentTable {
     }
 
     /// The agent in `slot` handled its last demand: its executor (the user's agent) is
-    /// dropped here, on its worker; then its coop learns that it is done. Once per agent:
-    /// out of the loop that runs every message.
+    /// dropped here, on its worker (a panic in its `Drop` goes to its exception reaction);
+    /// then its coop learns that it is done. Once per agent: out of the loop that runs
+    /// every message.
     #[cold]
     #[inline(never)]
     fn finish(&mut self, slot: usize) {
-        if let Some((_, core, exec)) = self.slots[slot].take() {
-            drop(exec);
-            crate::agent::core::finished(&core);
+        let Some(entry) = self.slots.get_mut(slot) else {
+            return;
+        };
+        if !matches!(entry, Slot::Live { .. }) {
+            return;
         }
+        let Slot::Live { core, exec, .. } = std::mem::take(entry) else {
+            return;
+        };
+        *entry = Slot::Finished(Gone::of(&core));
+        unwind::drop_exec(&core, exec);
+        crate::agent::core::finished(&core);
     }
 
     /// Runs one demand.
+    ///
+    /// A panic may escape only from dropping the message after its handler (a payload's
+    /// `Drop`; the handler's own panics are caught around it): the worker's loop catches
+    /// it, hands it to [`contain`](Self::contain) and goes on.
     #[inline]
     pub(crate) fn run(&mut self, mut demand: Demand) {
         let key = demand.key;
@@ -154,16 +206,83 @@ impl AgentTable {
         if demand.is_bind() {
             return self.bind(demand);
         }
+        self.current = key;
         let finished = match self.slots.get_mut(slot) {
-            Some(Some((generation, core, exec))) if *generation == key.generation => {
+            Some(Slot::Live {
+                generation,
+                core,
+                exec,
+            }) if *generation == key.generation => {
                 exec.execute(core, demand.run(|| core.mbox_id()))
             }
-            // The agent has finished (or the slot has a new occupant): dropped.
-            _ => false,
+            // The agent has finished (or the slot has a new occupant): dropped, counted.
+            _ => return self.drop_unrun(demand),
         };
         demand.recycle();
         if finished {
             self.finish(slot);
         }
+    }
+
+    /// Drops a demand that will not run: its agent finished, or its worker stops. A
+    /// message is counted as dropped because its receiver finished, in the environment of
+    /// the slot's agent (a later occupant's, if the slot has one by now: a dispatcher
+    /// serving several environments may count such a drop in the wrong one).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn drop_unrun(&self, demand: Demand) {
+        let gone = match self.slots.get(demand.key.slot as usize) {
+            Some(Slot::Live { core, .. }) => Some(Gone::of(core)),
+            Some(Slot::Finished(g)) => Some(g.clone()),
+            _ => None,
+        };
+        unwind::drop_unrun(demand, gone.as_ref());
+    }
+
+    /// Reports a panic that escaped [`run`](Self::run) (caught by the worker's loop): to
+    /// the exception reaction of the agent whose demand ran, or to the error logger. An
+    /// agent that had finished when it escaped (its `Finish` ran, but a panic cut it short
+    /// before its executor was dropped) is finished now, so that its coop is not left
+    /// waiting.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn contain(&mut self, payload: Box<dyn Any + Send>) {
+        let msg = unwind::message_of(payload);
+        let slot = self.current.slot as usize;
+        match self.slots.get(slot) {
+            Some(Slot::Live {
+                generation, core, ..
+            }) if *generation == self.current.generation => {
+                let core = core.clone();
+                unwind::react(&core, msg, "dropping a message after its handler");
+                if core.status() == crate::agent::core::FINISHED {
+                    self.finish(slot);
+                }
+            }
+            Some(Slot::Finished(g)) => unwind::log(Some(g.env()), &msg, "running a demand"),
+            _ => unwind::log(None, &msg, "running a demand"),
+        }
+    }
+
+    /// Lets the agents go when the worker stops (each has normally finished: a dispatcher
+    /// stops when no agent is bound to it): executors still here are dropped, their
+    /// panics contained; what is kept counts the demands still queued.
+    pub(crate) fn retire(&mut self) {
+        for entry in &mut self.slots {
+            if let Slot::Live { core, exec, .. } = std::mem::take(entry) {
+                *entry = Slot::Finished(Gone::of(&core));
+                unwind::drop_exec(&core, exec);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// A slot is what an agent costs in its worker's table: keeping what a finished agent's
+    /// stale demands need (issue 22) made it no larger than the live entry it was.
+    #[test]
+    fn a_slot_is_four_words_live_or_finished() {
+        assert!(std::mem::size_of::<super::Slot>() <= 32);
     }
 }

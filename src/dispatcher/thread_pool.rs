@@ -52,6 +52,7 @@
 
 use std::cell::Cell;
 use std::collections::VecDeque;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Weak};
 use std::time::Instant;
 
@@ -204,9 +205,14 @@ impl Shared {
             if let (Some(a), Some(t)) = (activity, waiting) {
                 a.waited_since(t);
             }
-            match next {
-                Some(q) => self.serve(&q, activity),
-                None => return,
+            let Some(q) = next else {
+                return;
+            };
+            // A panic escaping a demand (a payload's `Drop`, see `dispatcher::unwind`) is
+            // reported and the queue served on: it is still scheduled, and this worker
+            // still the one serving it.
+            while let Err(payload) = catch_unwind(AssertUnwindSafe(|| self.serve(&q, activity))) {
+                q.table.lock().contain(payload);
             }
         }
     }
@@ -298,11 +304,9 @@ impl StatsSource for Core {
             for (id, (q, n)) in map.lock().iter() {
                 agents += n;
                 let prefix = format!("{}/{tag}-{id}", self.prefix);
-                out(quantity(
-                    &prefix,
-                    "demands.count",
-                    q.inbox.lock().demands.len(),
-                ));
+                // Read into a local: the inbox's guard ends here, not after `out`.
+                let waiting = q.inbox.lock().demands.len();
+                out(quantity(&prefix, "demands.count", waiting));
             }
         }
         out(quantity(&self.prefix, "agent.count", agents));
@@ -337,6 +341,19 @@ struct AgentQueue {
     keys: KeyAllocator,
     shared: Weak<Shared>,
     me: Weak<AgentQueue>,
+}
+
+impl Drop for AgentQueue {
+    /// Demands still queued when the queue goes (its pool stopped before serving them, or
+    /// they were pushed after it stopped) are dropped and counted through the table.
+    fn drop(&mut self) {
+        let demands = std::mem::take(&mut self.inbox.get_mut().demands);
+        let table = self.table.get_mut();
+        for d in demands {
+            table.drop_unrun(d);
+        }
+        table.retire();
+    }
 }
 
 impl EventQueue for AgentQueue {
@@ -425,15 +442,25 @@ impl BinderImpl for PoolBinder {
     }
 
     fn unbind(&self, agent: &AgentRef, key: AgentKey) {
-        let mut queues = self.queues().lock();
         let qk = self.queue_key(agent);
-        if let Some((queue, count)) = queues.get_mut(&qk) {
-            queue.keys.release(key);
-            *count -= 1;
-            if *count == 0 {
-                queues.remove(&qk);
+        let gone = {
+            let mut queues = self.queues().lock();
+            match queues.get_mut(&qk) {
+                Some((queue, count)) => {
+                    queue.keys.release(key);
+                    *count -= 1;
+                    if *count == 0 {
+                        queues.remove(&qk)
+                    } else {
+                        None
+                    }
+                }
+                None => None,
             }
-        }
+        };
+        // Dropped outside the lock: the last reference drops what is still queued, and a
+        // payload's `Drop` is user code.
+        drop(gone);
     }
 
     /// Unbinding releases a key (and maybe a queue): never waits for a thread.

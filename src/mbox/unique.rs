@@ -27,8 +27,10 @@ impl UniqueMbox {
 
     pub(crate) fn deliver(&self, msg: Message, depth: RedirectionDepth, mode: DeliveryMode) {
         let ty = msg.type_id();
-        // The push runs after the lock is released: a sink may be user code.
-        let sink = self.table.read().get(&ty).cloned();
+        // The sink is taken out of the table first: a push runs user code (a limit's
+        // transform, a redirect, a custom sink, a chain that waits for room) that must
+        // not run under the table's lock.
+        let sink = self.table.read_recursive().get(&ty).cloned();
         match sink {
             Some(sink) => sink.push_message(self.id, msg, depth, mode),
             None => {

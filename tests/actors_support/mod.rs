@@ -182,6 +182,27 @@ pub fn dead_letters(env: &Environment, system: &ActorSystem) -> Receiver<DeadLet
     rx
 }
 
+/// Runs a test's body on its own thread and fails the test if it does not return within
+/// [`PATIENCE`]: an actor system's pools are dispatchers, and dropping one waits for its
+/// worker threads, which would hang, not fail, a test whose worker stop path broke.
+pub fn bounded(body: impl FnOnce() + Send + 'static) {
+    let (tx, rx) = channel();
+    let t = std::thread::spawn(move || {
+        body();
+        let _ = tx.send(());
+    });
+    match rx.recv_timeout(PATIENCE) {
+        Ok(()) | Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+            if let Err(p) = t.join() {
+                std::panic::resume_unwind(p);
+            }
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            panic!("the test did not finish within {PATIENCE:?}")
+        }
+    }
+}
+
 /// A wrapped environment (runs until stopped).
 pub fn env() -> WrappedEnv {
     WrappedEnv::new(|_| {}).unwrap()

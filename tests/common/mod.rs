@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod suite;
+pub mod suite_robust;
 
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -261,11 +262,40 @@ pub fn coop_notice(m: &agentbox::Message) -> String {
 /// checks that the child aborted (SIGABRT on Unix) before printing `NOT ABORTED`, with
 /// `stderr_has` in its error output.
 pub fn expect_child_abort(env_var: &str, stderr_has: &str) {
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
         .env(env_var, "1")
-        .output()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .unwrap();
+    let read_all = |mut pipe: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = pipe.read_to_end(&mut bytes);
+            bytes
+        })
+    };
+    let stdout = read_all(Box::new(child.stdout.take().unwrap()));
+    let stderr = read_all(Box::new(child.stderr.take().unwrap()));
+    // Bounded: a child that hangs instead of aborting is killed, and the test fails.
+    let deadline = std::time::Instant::now() + PATIENCE;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the child did not end within {PATIENCE:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let out = std::process::Output {
+        status,
+        stdout: stdout.join().unwrap(),
+        stderr: stderr.join().unwrap(),
+    };
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());

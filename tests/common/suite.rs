@@ -668,6 +668,8 @@ macro_rules! dispatcher_suite {
                     .unwrap();
                 });
             }
+
+            $crate::dispatcher_robustness!();
         }
     };
 }

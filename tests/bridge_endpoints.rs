@@ -403,3 +403,33 @@ impl Agent for RemoteTalker {
         self.endpoint.lock().take();
     }
 }
+
+/// An endpoint in front of an mbox that refuses (a closed chain): the event follows YDB's
+/// non-delivery rules, so a tracking sender gets `Undelivered` with its cookie.
+#[test]
+fn an_event_the_exposed_mbox_refuses_is_not_delivered_with_the_cookie() {
+    bounded(|| {
+        Environment::launch(|env| {
+            let system = ActorSystem::start(env, SystemSetup::new(1)).unwrap();
+            let (tx, rx) = mpsc::channel();
+            let watcher = system.register(recorder(tx)).unwrap();
+            let chain = env.create_mchain(agentbox::mchain::MChainParams::unbounded());
+            let exposed = Endpoint::new(&chain.as_mbox())
+                .event::<Ping>()
+                .expose(&system)
+                .unwrap();
+            chain.close(agentbox::mchain::CloseMode::DropContent);
+            system.send_handle(
+                EventHandle::new(exposed.id(), watcher, Ping(3))
+                    .with_flags(EventFlags::TRACK_DELIVERY)
+                    .with_cookie(31),
+            );
+            let got = next(&rx, "Undelivered for the refused event");
+            assert_eq!(got.cookie, 31);
+            assert!(matches!(got.what, What::Undelivered(_)));
+            system.send(watcher, Poison);
+            env.stop();
+        })
+        .unwrap();
+    });
+}

@@ -141,11 +141,19 @@ fn request_reply_against_a_remote_mbox_and_its_fast_failures() {
                 .request::<Ping, Pong>()
                 .build()
                 .unwrap();
-            // Answered.
-            assert_eq!(
-                request_reply::<Ping, Pong>(&remote, LONG, Ping(41)),
-                Ok(Pong(42))
-            );
+            // Answered, and each answer id leaves the session it subscribed to.
+            for n in 0..20 {
+                assert_eq!(
+                    request_reply::<Ping, Pong>(&remote, LONG, Ping(41 + n)),
+                    Ok(Pong(42 + n))
+                );
+            }
+            interconnect_support::wait_until("the answer ids' subscriptions end", || {
+                nodes[0]
+                    .ic
+                    .session_stats(2)
+                    .is_some_and(|s| s.subscribers == 0)
+            });
             // Dropped unanswered on node 2: fails at once.
             assert_eq!(
                 request_reply::<Ping, Pong>(&remote, LONG, Ping(1)),

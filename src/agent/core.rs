@@ -194,12 +194,24 @@ impl AgentCore {
         }
     }
 
-    /// Whether a demand queued for this agent now could run only after the current thread
-    /// returns from the demand it is running (see `EventQueue::blocked_by_current_thread`).
-    pub(crate) fn blocked_by_current_thread(&self) -> bool {
-        self.binding
-            .get()
-            .is_some_and(|(q, _)| q.blocked_by_current_thread())
+    /// Whether a message for this agent would surely be queued for it, and then could run
+    /// only after the current thread returns from the demand it is running (see
+    /// `EventQueue::blocked_by_current_thread`). An agent with message limits may send it
+    /// elsewhere (a redirect): not sure.
+    pub(crate) fn surely_blocked_by_current_thread(&self) -> bool {
+        self.limits.get().is_none()
+            && self
+                .binding
+                .get()
+                .is_some_and(|(q, _)| q.blocked_by_current_thread())
+    }
+
+    /// Whether the direct mbox is subscribed to `ty` (its filter aside).
+    pub(crate) fn subscribes_directly(&self, ty: TypeId) -> bool {
+        self.direct
+            .read_recursive()
+            .get(&ty)
+            .is_some_and(|e| e.subscribed)
     }
 
     /// Whether the direct mbox takes `msg`: subscribed, and through its filter if any.

@@ -508,11 +508,29 @@ impl MboxImpl for EndpointMbox {
             sys.dead_letter(&h, DeadLetterReason::Unhandled);
             return Ok(());
         };
+        // What a refusal needs once the handle is consumed.
+        let (event_type, recipient, sender, cookie, flags) = (
+            h.event_type(),
+            h.recipient(),
+            h.sender(),
+            h.cookie(),
+            h.flags(),
+        );
         match convert(h, &self.sys) {
             Ok(m) => {
                 // The exposed mbox's own rules apply (no subscriber, filters, limits: all
-                // counted by the core).
-                let _ = self.mbox.deliver_with(m, 0, mode);
+                // counted by the core). Never blocking: the sender may be the
+                // interconnect's reader, which serves a whole session.
+                let _ = mode;
+                if let Err(e) = self.mbox.deliver_with(m, 0, DeliveryMode::Nonblocking) {
+                    // Refused (a full or closed chain, a custom mbox's refusal): YDB's
+                    // non-delivery rules, as for an actor that cannot take it.
+                    tracing::debug!(error = %e, "bridge: an endpoint's mbox refused an event");
+                    let stub = EventHandle::serialized(event_type, recipient, sender, Vec::new())
+                        .with_cookie(cookie)
+                        .with_flags(flags);
+                    sys.not_delivered(stub, DeadLetterReason::Unhandled);
+                }
             }
             // A serialized event that did not decode as the named type.
             Err(h) => sys.dead_letter(&h, DeadLetterReason::Unhandled),

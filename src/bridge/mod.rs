@@ -24,7 +24,11 @@
 //! 2. **Where it runs.** The event becomes a message on the sender's thread (for an event
 //!    from another node: the interconnect's reader thread) and is queued by the mbox's
 //!    subscribers' dispatchers; the endpoint has no thread or queue of its own. A delivery
-//!    filter of the mbox runs there too.
+//!    filter of the mbox runs there too. It never blocks: it delivers in
+//!    [`DeliveryMode::Nonblocking`](crate::DeliveryMode), so a full bounded chain applies
+//!    its overflow reaction at once, and an mbox that refuses the message (a full or
+//!    closed chain, a custom mbox) makes the event not delivered, reason `Unhandled`
+//!    (with `TRACK_DELIVERY`, the sender gets `Undelivered` with its cookie).
 //! 3. **Non-delivery.** An id whose endpoint was dropped is unknown: YDB's rules apply
 //!    (`TRACK_DELIVERY` gives the sender `Undelivered { ActorUnknown }` with its cookie,
 //!    `FORWARD_ON_NONDELIVERY` forwards). The direct mbox of an agent whose coop is being

@@ -47,7 +47,9 @@ type Send_ = fn(&Target, Message) -> Result<(), SendError>;
 ///    at once (not at the timeout) [`RequestError::Undelivered`] when nothing on the other
 ///    node has the target id, [`RequestError::Dropped`] when it dropped the request
 ///    unanswered, or [`RequestError::NodeDisconnected`] when the session to the node ends
-///    first. The id lives until one of those comes.
+///    first. The id (and its subscription to the session) lives until one of those comes:
+///    a caller that timed out leaves it to the other node's answer or to the session's
+///    end.
 /// 4. **Order.** Sends from one thread through one handle keep their order (one channel:
 ///    the flags' channel).
 /// 5. Nobody subscribes to a remote mbox here: subscribe on its node.
@@ -393,6 +395,15 @@ impl<Rep: Event> MboxImpl for ReplyEndpoint<Rep> {
         };
         if let (Some(sys), Some(me)) = (&sys, self.me.lock().take()) {
             sys.forget(me);
+            if h.event_type() != EV_NODE_DISCONNECTED {
+                // The request subscribed this id to the session: end that, or the
+                // session's subscriber list grows by one per request.
+                sys.send(EventHandle::new(
+                    ActorId::interconnect_proxy(self.node),
+                    me,
+                    crate::interconnect::Unsubscribe,
+                ));
+            }
         }
         if let Some(rep) = h.take::<Rep>() {
             let _ = answer.reply(rep);

@@ -48,6 +48,9 @@ pub struct SessionStats {
     pub events_refused: u64,
     /// Data packets sent and not yet confirmed now.
     pub unconfirmed_packets: usize,
+    /// Actors subscribed to the session's notices now (explicitly, or through an event
+    /// sent with `SUBSCRIBE_ON_SESSION`).
+    pub subscribers: usize,
     /// The last round-trip time measured by a ping.
     pub rtt: Option<Duration>,
     /// The last error of the session: why a connection closed, a reconnect attempt

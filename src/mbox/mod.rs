@@ -226,12 +226,13 @@ impl Mbox {
             return false;
         }
         let blocked = |s: &Sink| match &s.0 {
-            sink::SinkRepr::Agent(a) => a.0.blocked_by_current_thread(),
+            sink::SinkRepr::Agent(a) => a.0.surely_blocked_by_current_thread(),
             sink::SinkRepr::Mbox(m) => m.only_blocked_receivers(ty, depth + 1),
             sink::SinkRepr::Custom(_) => false,
         };
         match &self.0 {
-            Repr::Direct(a) => a.blocked_by_current_thread(),
+            // Only if it takes the type (unsubscribed: the request is dropped at once).
+            Repr::Direct(a) => a.subscribes_directly(ty) && a.surely_blocked_by_current_thread(),
             Repr::Mpmc(m) => m.all_receivers_blocked(ty, blocked),
             Repr::Unique(m) => m.receiver(ty).is_some_and(|s| blocked(&s)),
             Repr::Custom(_) => false,

@@ -200,16 +200,25 @@ impl MpmcMbox {
         &mut list[pos]
     }
 
-    fn cleanup(table: &mut SmallMap<TypeId, SubscriberList>, ty: MessageType) {
+    /// Removes the entries with neither a subscription nor a filter; gives them back, to
+    /// be dropped after the lock (a filter's captures are user code).
+    fn cleanup(table: &mut SmallMap<TypeId, SubscriberList>, ty: MessageType) -> Garbage {
+        let mut gone = Garbage::default();
         if let Some(list) = table.get_mut(&ty.type_id()) {
             if list.iter().all(|s| s.subscribed || s.filter.is_some()) {
-                return;
+                return gone;
             }
-            Arc::make_mut(list).retain(|s| s.subscribed || s.filter.is_some());
+            let all = std::mem::take(Arc::make_mut(list));
+            let (keep, removed): (Vec<_>, Vec<_>) = all
+                .into_iter()
+                .partition(|s| s.subscribed || s.filter.is_some());
+            *Arc::make_mut(list) = keep;
+            gone.entries = removed;
             if list.is_empty() {
-                table.remove(&ty.type_id());
+                gone.list = table.remove(&ty.type_id());
             }
         }
+        gone
     }
 
     pub(crate) fn subscribe(&self, ty: MessageType, sink: &Sink) -> Result<(), SubscribeError> {
@@ -230,23 +239,39 @@ impl MpmcMbox {
                 Arc::make_mut(list)[i].subscribed = false;
             }
         }
-        Self::cleanup(&mut table, ty);
+        let gone = Self::cleanup(&mut table, ty);
+        drop(table);
+        drop(gone);
     }
 
     pub(crate) fn set_filter(&self, ty: MessageType, filter: Option<DeliveryFilter>, sink: &Sink) {
         let mut table = self.table.write();
-        match filter {
-            Some(f) => Self::entry(&mut table, ty, sink).filter = Some(f),
+        let (old, gone) = match filter {
+            Some(f) => (
+                std::mem::replace(&mut Self::entry(&mut table, ty, sink).filter, Some(f)),
+                Garbage::default(),
+            ),
             None => {
+                let mut old = None;
                 if let Some(list) = table.get_mut(&ty.type_id()) {
                     if let Some(i) = list.iter().position(|s| s.sink == *sink) {
-                        Arc::make_mut(list)[i].filter = None;
+                        old = Arc::make_mut(list)[i].filter.take();
                     }
                 }
-                Self::cleanup(&mut table, ty);
+                (old, Self::cleanup(&mut table, ty))
             }
-        }
+        };
+        // A replaced filter (and what it captured) goes after the lock.
+        drop(table);
+        drop((old, gone));
     }
+}
+
+/// What a change took out of the table, dropped once its lock is released.
+#[derive(Default)]
+struct Garbage {
+    entries: Vec<Subscriber>,
+    list: Option<SubscriberList>,
 }
 
 impl Drop for MpmcMbox {

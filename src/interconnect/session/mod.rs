@@ -378,6 +378,7 @@ impl Session {
         s.queued_events = st.out.len();
         s.queued_bytes = st.out.bytes();
         s.unconfirmed_packets = st.unconfirmed.len();
+        s.subscribers = st.subscribers.len();
         s
     }
 

@@ -248,7 +248,7 @@ impl MpmcMbox {
         let mut table = self.table.write();
         let (old, gone) = match filter {
             Some(f) => (
-                std::mem::replace(&mut Self::entry(&mut table, ty, sink).filter, Some(f)),
+                Self::entry(&mut table, ty, sink).filter.replace(f),
                 Garbage::default(),
             ),
             None => {

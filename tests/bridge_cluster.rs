@@ -68,6 +68,11 @@ fn jobs_mbox(node: &Node) -> (Mbox, ClusterView) {
         .unwrap()
 }
 
+/// Interest announcements that may still be on their way when a test starts counting a
+/// session's events (a node answers a peer's first announcement with its own): the counts
+/// allow this many more than the jobs, far fewer than a copy per subscriber would add.
+const ANNOUNCEMENTS: u64 = 2;
+
 fn bounded<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> R {
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
@@ -192,7 +197,16 @@ fn fan_out_reaches_every_subscriber_on_three_nodes_once_with_one_wire_copy_per_n
                 out(2, 2),
             ];
             let sent: Vec<u64> = after.iter().zip(before).map(|(a, b)| a - b).collect();
-            assert_eq!(sent, [N, N, N, N, 0, 0]);
+            // A session's count may also hold an announcement that was still on its way
+            // (a node answers a peer's first announcement with its own): at most
+            // `ANNOUNCEMENTS` more than the jobs.
+            let jobs = [N, N, N, N, 0, 0];
+            for (i, (s, j)) in sent.iter().zip(jobs).enumerate() {
+                assert!(
+                    (j..=j + ANNOUNCEMENTS).contains(s),
+                    "session {i}: {s} events out for {j} jobs ({sent:?})"
+                );
+            }
             env.stop();
         })
         .unwrap();
@@ -364,7 +378,10 @@ fn a_shippable_filter_keeps_refused_messages_off_the_wire() {
                     .collect::<Vec<_>>()
             );
             let sent = nodes[0].ic.session_stats(2).unwrap().events_out - before;
-            assert_eq!(sent, 50, "only the accepted half crossed the wire");
+            assert!(
+                (50..=50 + ANNOUNCEMENTS).contains(&sent),
+                "only the accepted half crossed the wire (and maybe an announcement): {sent}"
+            );
             assert_eq!(env.drop_counts().filtered - filtered, 50);
             env.stop();
         })
@@ -568,7 +585,10 @@ fn a_closure_filter_runs_on_the_receiving_node_and_does_not_ship() {
             );
             assert!(rx.try_recv().is_err());
             let sent = nodes[0].ic.session_stats(2).unwrap().events_out - before;
-            assert_eq!(sent, 101, "every job crossed: the filter is not shippable");
+            assert!(
+                (101..=101 + ANNOUNCEMENTS).contains(&sent),
+                "every job crossed: the filter is not shippable (and maybe an announcement): {sent}"
+            );
             env.stop();
         })
         .unwrap();

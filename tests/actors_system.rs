@@ -339,7 +339,9 @@ fn same_mailbox_children_bootstrap_first_and_never_run_concurrently_body() {
             if busy.fetch_add(1, Ordering::SeqCst) != 0 {
                 overlaps.fetch_add(1, Ordering::SeqCst);
             }
-            for _ in 0..100 {
+            // A few yields widen the window for an overlap; each may cost a time slice
+            // on a loaded machine (100 per event took over a minute beside busy loops).
+            for _ in 0..10 {
                 std::thread::yield_now();
             }
             busy.fetch_sub(1, Ordering::SeqCst);

@@ -487,6 +487,13 @@ mod tests {
     /// agent's core, which drops it with itself (its coop drops it earlier: see the test
     /// in `coop::protocol`); one that is run hands it over exactly once.
     #[test]
+    // It launches an environment, whose threads park through parking_lot's futex call,
+    // which current miri rejects (a variadic argument's type, in parking_lot_core): not
+    // this crate's code. The demand's other tests run under miri.
+    #[cfg_attr(
+        miri,
+        ignore = "parking_lot_core's futex syscall is rejected by current miri"
+    )]
     fn an_unrun_bind_leaves_the_executor_in_the_core_and_a_run_one_hands_it_over_once() {
         crate::test_support::within_patience(unrun_and_run_binds);
     }

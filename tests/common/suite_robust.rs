@@ -347,10 +347,18 @@ macro_rules! dispatcher_robustness {
                     })
                     .unwrap();
                     let env = kept.lock().take().expect("the scenario ran");
-                    let counts = env.drop_counts();
                     let (sent, handled) =
                         (sent.load(Ordering::SeqCst), handled.load(Ordering::SeqCst));
                     assert!(sent > 0 && handled > 0, "sent {sent}, handled {handled}");
+                    // A worker whose dispatcher went in one of its own handlers is not
+                    // joined: it may still be counting what was left in its queue when
+                    // `launch` returns. The counts settle; a message lost never would.
+                    let deadline = std::time::Instant::now() + $crate::common::PATIENCE;
+                    let mut counts = env.drop_counts();
+                    while handled + counts.total() < sent && std::time::Instant::now() < deadline {
+                        std::thread::sleep(Duration::from_millis(5));
+                        counts = env.drop_counts();
+                    }
                     assert_eq!(
                         sent,
                         handled + counts.total(),

@@ -144,9 +144,14 @@ impl Delivery {
 }
 
 impl Delivery {
-    /// The handle for a bridge endpoint (`crate::bridge`), with whether it was counted in
-    /// its pool's queue; `None` for a stop or a cancelled scheduled event.
-    pub(crate) fn take_for_endpoint(&mut self) -> Option<(EventHandle, bool)> {
+    /// The handle a bridge endpoint (`crate::bridge`) was given in `msg`, with whether it
+    /// was counted in its pool's queue; `None` for anything else, a stop or a cancelled
+    /// scheduled event.
+    pub(crate) fn take_for_endpoint(msg: &crate::Message) -> Option<(EventHandle, bool)> {
+        msg.take_mutable::<Delivery>()?.take_handle()
+    }
+
+    fn take_handle(&mut self) -> Option<(EventHandle, bool)> {
         let h = self.handle.take()?;
         if self
             .cancelled

@@ -487,10 +487,7 @@ impl MboxImpl for EndpointMbox {
         _depth: RedirectionDepth,
         mode: DeliveryMode,
     ) -> Result<(), SendError> {
-        let Some(mut delivery) = msg.take_mutable::<Delivery>() else {
-            return Ok(());
-        };
-        let Some((h, counted)) = delivery.take_for_endpoint() else {
+        let Some((h, counted)) = Delivery::take_for_endpoint(&msg) else {
             return Ok(());
         };
         let Some(sys) = self.sys.upgrade() else {

@@ -372,10 +372,7 @@ impl<Rep: Event> MboxImpl for ReplyEndpoint<Rep> {
     fn unsubscribe(&self, _: MessageType, _: &Sink) {}
 
     fn deliver(&self, msg: Message, _: RedirectionDepth, _: DeliveryMode) -> Result<(), SendError> {
-        let Some(mut delivery) = msg.take_mutable::<Delivery>() else {
-            return Ok(());
-        };
-        let Some((mut h, counted)) = delivery.take_for_endpoint() else {
+        let Some((mut h, counted)) = Delivery::take_for_endpoint(&msg) else {
             return Ok(());
         };
         let sys = self.sys.upgrade();

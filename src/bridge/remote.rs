@@ -390,7 +390,9 @@ impl<Rep: Event> MboxImpl for ReplyEndpoint<Rep> {
             }
             return Ok(());
         };
-        if let (Some(sys), Some(me)) = (&sys, self.me.lock().take()) {
+        // Taken into a local first: a guard in the `if let` would live across the sends.
+        let me = self.me.lock().take();
+        if let (Some(sys), Some(me)) = (&sys, me) {
             sys.forget(me);
             if h.event_type() != EV_NODE_DISCONNECTED {
                 // The request subscribed this id to the session: end that, or the

@@ -273,7 +273,8 @@ fn send_request<Req: Event + Sync, Rep: Event>(t: &Target, msg: Message) -> Resu
     let reply_id = match sys.register_endpoint(0, Mbox::custom(back.clone())) {
         Ok(id) => id,
         Err(_) => {
-            if let Some(a) = back.answer.lock().take() {
+            let answer = back.answer.lock().take();
+            if let Some(a) = answer {
                 a.fail(RequestError::Dropped);
             }
             return Ok(());

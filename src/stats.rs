@@ -22,7 +22,7 @@
 //! | `disp/<kind>/<name>/<queue>` | `demands.count` | demands waiting in one queue |
 //! | `disp/<kind>/<name>/<thread>` | `work.count`, `work.total_ns`, `work.avg_ns` | demands run by one worker thread, their total and mean time (with activity tracking) |
 //! | `disp/<kind>/<name>/<thread>` | `wait.count`, `wait.total_ns`, `wait.avg_ns` | times the thread waited for work, in all and on average (with activity tracking) |
-//! | `ic/node<N>/peer<P>` | `connected.count` (0 or 1), `bytes_out.count`, `bytes_in.count`, `events_out.count`, `events_in.count`, `packets_resent.count`, `reconnects.count`, `sessions_ended.count`, `queued_events.count`, `rtt.us` | one interconnect session (feature `interconnect`; see `interconnect::SessionStats`) |
+//! | `ic/node<N>/peer<P>` | `connected.count` (0 or 1), `bytes_out.count`, `bytes_in.count`, `events_out.count`, `events_in.count`, `events_without_codec.count`, `packets_resent.count`, `reconnects.count`, `sessions_ended.count`, `queued_events.count`, `rtt.us` | one interconnect session (feature `interconnect`; see `interconnect::SessionStats`) |
 //!
 //! `<kind>` is the dispatcher kind (`one_thread`, `active_obj`, `active_group`,
 //! `thread_pool`, `strictly_ordered`, `quoted_round_robin`, `one_per_prio`) and `<name>`

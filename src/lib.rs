@@ -150,8 +150,8 @@ pub mod trace;
 
 pub use actors::ActorId;
 pub use agent::{
-    Agent, AgentId, AgentRef, Context, DefineError, History, Priority, State, StateError,
-    SubscriptionBuilder, ThreadSafeContext, MAX_STATE_NESTING,
+    Agent, AgentId, AgentNameError, AgentRef, Context, DefineError, History, Priority, State,
+    StateError, SubscriptionBuilder, ThreadSafeContext, MAX_STATE_NESTING,
 };
 pub use coop::{Coop, CoopDeregistered, CoopHandle, CoopRegistered, DeregReason, RegisterError};
 pub use dispatcher::{BindParams, Binder, DispatcherHandle, Fifo};

@@ -161,7 +161,7 @@ impl Environment {
         let trace: Trace = params
             .tracer
             .map(|t| Arc::new(TraceHub::new(t, params.trace_filter)));
-        let drops = Arc::new(DropCounters::default());
+        let drops = Arc::new(DropCounters::new(params.log_drops));
         let env = Environment(Arc::new_cyclic(|weak| {
             let weak = WeakEnv(weak.clone());
             EnvInner {

@@ -99,6 +99,8 @@
 //! - System events: [`Bootstrap`], [`Wakeup`], [`Poison`], [`Undelivered`] (with its
 //!   8-byte wire form), [`Gone`].
 //! - [`EventHandle`]: type, flags, recipient, sender, cookie and the event.
+//! - [`stfunc!`](crate::stfunc): a state function as YDB writes one (`STFUNC` with
+//!   `hFunc`/`cFunc`/`IgnoreFunc` arms), dispatching by event type to methods.
 //! - [`ActorSystem`]: one node on an [`Environment`](crate::Environment), built from a
 //!   [`SystemSetup`] (node id, [`PoolConfig`]s, local services, start functions). Its
 //!   docs state the routing and non-delivery rules. Many systems live in one process.
@@ -134,6 +136,7 @@ mod pools;
 mod routing;
 mod services;
 mod setup;
+mod stfunc;
 mod system;
 mod system_events;
 mod table;

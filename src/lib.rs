@@ -115,6 +115,11 @@
 //!   files). It adds `rustls` (with the `ring` provider, which a C compiler builds) and
 //!   `rustls-webpki`. Without it a node runs YDB's DISABLED mode: a peer that requires TLS
 //!   is refused.
+//! - `criterion-benches`, `tls-tests` (off; for this crate's own benches and TLS tests):
+//!   they build criterion and rcgen, which cargo would otherwise build before every example
+//!   as dev-dependencies.
+//!
+//! New to agentbox? [`guide`] has a page for readers coming from SObjectizer, YDB and actix.
 
 // `unsafe` lives in two modules, each allowing it for itself: the message's thin node
 // (`message::node`) and the demand (`dispatcher::demand`); their tests run under miri.

@@ -132,3 +132,102 @@ fn a_name_is_set_once_and_shown_in_the_error_logger_s_lines_about_the_agent() {
     assert_eq!(failed.len(), 1, "{lines:?}");
     assert!(failed[0].contains("(worker-7)"), "{}", failed[0]);
 }
+
+mod agent_ref_name {
+    use std::sync::{Arc, Mutex};
+
+    use agentbox::prelude::*;
+    use agentbox::{
+        DeliveryFilter, DeliveryMode, MboxId, MboxImpl, Message, MessageType, RedirectionDepth,
+        SendError, Sink, SubscribeError,
+    };
+
+    /// Forwards to an ordinary mbox and records the names of the agents that subscribe.
+    struct Recording {
+        inner: Mbox,
+        names: Mutex<Vec<Option<Arc<str>>>>,
+    }
+
+    impl MboxImpl for Recording {
+        fn id(&self) -> MboxId {
+            self.inner.id()
+        }
+        fn kind(&self) -> MboxKind {
+            self.inner.kind()
+        }
+        fn subscribe(&self, ty: MessageType, who: &Sink) -> Result<(), SubscribeError> {
+            let name = who.as_agent().and_then(|a| a.name());
+            self.names.lock().unwrap().push(name);
+            self.inner.raw().subscribe(ty, who)
+        }
+        fn unsubscribe(&self, ty: MessageType, who: &Sink) {
+            self.inner.raw().unsubscribe(ty, who)
+        }
+        fn deliver(
+            &self,
+            msg: Message,
+            depth: RedirectionDepth,
+            mode: DeliveryMode,
+        ) -> Result<(), SendError> {
+            self.inner.deliver_with(msg, depth + 1, mode)
+        }
+        fn set_delivery_filter(
+            &self,
+            ty: MessageType,
+            f: DeliveryFilter,
+            who: &Sink,
+        ) -> Result<(), SubscribeError> {
+            self.inner.raw().set_delivery_filter(ty, f, who)
+        }
+        fn drop_delivery_filter(&self, ty: MessageType, who: &Sink) {
+            self.inner.raw().drop_delivery_filter(ty, who)
+        }
+        fn name(&self) -> String {
+            "recording".into()
+        }
+        fn environment(&self) -> Option<Environment> {
+            self.inner.environment()
+        }
+    }
+
+    struct Subscriber {
+        mbox: Mbox,
+        name: Option<&'static str>,
+    }
+    impl Agent for Subscriber {
+        fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+            if let Some(n) = self.name {
+                ctx.set_name(n).unwrap();
+            }
+            ctx.subscribe(&self.mbox)
+                .event(|_: &mut Self, _, _: &u8| {})?;
+            Ok(())
+        }
+        fn on_start(&mut self, ctx: &mut Context<Self>) {
+            ctx.deregister_coop(DeregReason::Normal);
+        }
+    }
+
+    #[test]
+    fn an_agent_ref_reads_the_agent_s_name() {
+        let mut recording = None;
+        Environment::launch(|env| {
+            let rec = Arc::new(Recording {
+                inner: env.create_mbox(),
+                names: Mutex::new(Vec::new()),
+            });
+            let mbox = Mbox::custom(rec.clone());
+            for name in [Some("alpha"), None] {
+                let mbox = mbox.clone();
+                env.introduce_coop(|coop| {
+                    coop.add_agent(Subscriber { mbox, name });
+                })
+                .unwrap();
+            }
+            recording = Some(rec);
+        })
+        .unwrap();
+        let names = recording.unwrap().names.lock().unwrap().clone();
+        assert_eq!(names, [Some(Arc::from("alpha")), None]);
+    }
+}

@@ -46,8 +46,9 @@ pub trait AgentAsyncExt {
     /// # Errors
     ///
     /// [`SpawnFutureError::NotRegistered`] before the agent's coop is registered (in
-    /// `define`); [`SpawnFutureError::Register`] when the coop is deregistering or the
-    /// environment is stopping. The future is dropped unpolled then.
+    /// `define`) and once it deregisters (in `on_finish`); [`SpawnFutureError::Register`]
+    /// when the environment refuses the watcher coop (it is stopping). The future is
+    /// dropped unpolled then.
     ///
     /// # Examples
     ///
@@ -97,12 +98,13 @@ pub trait AgentAsyncExt {
 #[derive(Debug, Error)]
 #[non_exhaustive]
 pub enum SpawnFutureError {
-    /// The agent's coop is not registered yet (the call came from `define`).
-    #[error("the agent's coop is not registered yet")]
+    /// The agent's coop is not registered: not yet (the call came from `define`), or no
+    /// longer (it is deregistering).
+    #[error("the agent's coop is not registered")]
     NotRegistered,
-    /// The watcher coop could not be registered: the agent's coop is deregistering, or
-    /// the environment is stopping.
-    #[error("the agent's coop is going: {0}")]
+    /// The watcher coop could not be registered (the environment is stopping, or the
+    /// agent's coop began deregistering during the call).
+    #[error("the watcher coop could not be registered: {0}")]
     Register(#[from] RegisterError),
 }
 
@@ -116,7 +118,10 @@ impl<A: Agent> AgentAsyncExt for Context<A> {
         F: Future<Output = M> + Send + 'static,
         M: Send + Sync + 'static,
     {
-        let parent = self.coop().ok_or(SpawnFutureError::NotRegistered)?;
+        let parent = self
+            .coop()
+            .filter(CoopHandle::is_registered)
+            .ok_or(SpawnFutureError::NotRegistered)?;
         let link = Arc::new(Link::default());
         let env = self.environment().clone();
         let mut coop = env.make_child_coop(&parent);

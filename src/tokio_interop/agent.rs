@@ -1,21 +1,6 @@
 //! An agent runs a future on a tokio runtime and gets its result as a message.
 //!
-//! # How the future is tied to the agent
-//!
-//! An agent lives as long as its coop, so the future is tied to the coop:
-//!
-//! 1. `spawn_future` registers a child coop of the agent's coop holding one agent with no
-//!    subscriptions (the *watcher*), which owns the right to cancel the task.
-//! 2. It spawns the task on the runtime: the future, then a send of its output to the
-//!    agent's direct mbox, then the watcher's coop is deregistered (also when the task is
-//!    dropped unfinished: cancelled, or its runtime shut down).
-//! 3. When the agent's coop deregisters, its children go first: the watcher is dropped
-//!    and cancels the task, and tokio drops the future on its runtime.
-//!
-//! Races: the watcher may be dropped before the task's cancel handle reaches it (the
-//! coop deregistered during the spawn): the handle is then used at once. A future that
-//! completes as the coop deregisters may still send its message; the agent's direct
-//! mbox refuses it once the agent is gone, and such a send is ignored.
+//! The protocol that ties a future to its agent is in [`AgentAsyncExt`]'s docs.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -36,11 +21,28 @@ use crate::mbox::send;
 /// output comes back as an ordinary message to the agent's direct mbox, handled by a
 /// subscription in the agent's states like any other (a state with no handler for it
 /// drops it, as it drops any message).
+///
+/// # How the future is tied to the agent
+///
+/// An agent lives as long as its coop, so the future is tied to the coop:
+///
+/// 1. `spawn_future` registers a child coop of the agent's coop holding one agent with no
+///    subscriptions (the *watcher*), which owns the right to cancel the task.
+/// 2. It spawns the task on the runtime: the future, then a send of its output to the
+///    agent's direct mbox, then the watcher's coop is deregistered (also when the task is
+///    dropped unfinished: cancelled, or its runtime shut down).
+/// 3. When the agent's coop deregisters, its children go first: the watcher is dropped
+///    and cancels the task, and tokio drops the future on its runtime.
+///
+/// Races: the watcher may be dropped before the task's cancel handle reaches it (the
+/// coop deregistered during the spawn): the handle is then used at once. A future that
+/// completes as the coop deregisters may still send its message; the agent's direct
+/// mbox refuses it once the agent is gone, and such a send is ignored.
 pub trait AgentAsyncExt {
     /// Runs `future` on `runtime`; its output `M` is sent to this agent's direct mbox.
     ///
     /// The future is cancelled (dropped on its runtime, never polled again, no message)
-    /// when the agent's coop deregisters; see the [module docs](self) for how. Each call
+    /// when the agent's coop deregisters; see the trait docs for how. Each call
     /// costs a spawned task and a small child coop (one agent without subscriptions).
     ///
     /// # Errors

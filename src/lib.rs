@@ -120,6 +120,15 @@
 //!   as dev-dependencies.
 //!
 //! New to agentbox? [`guide`] has a page for readers coming from SObjectizer, YDB and actix.
+//! - `tokio` (off by default): `agentbox::tokio_interop`, the bridge with async
+//!   code on tokio. Async code asks agents without blocking a runtime thread
+//!   (`tokio_interop::request_reply`, a future with a timeout), reads mchains as a future
+//!   and a `Stream` (`MChain::recv_async`, `MChain::stream`), awaits the environment's
+//!   end (`Environment::finished`) and asks YDB-style actors (`tokio_interop::ask`);
+//!   agents and actors run futures on a tokio runtime handle and get their outputs as
+//!   messages (`AgentAsyncExt::spawn_future`, `ActorAsyncExt::spawn_future`), cancelled
+//!   when the agent's coop or the actor is gone. It adds `tokio` (`rt`, `sync`, `time`)
+//!   and `futures-core` (the `Stream` trait); without it the core has no async code.
 
 // `unsafe` lives in two modules, each allowing it for itself: the message's thin node
 // (`message::node`) and the demand (`dispatcher::demand`); their tests run under miri.
@@ -152,6 +161,8 @@ mod sync;
 #[cfg(test)]
 mod test_support;
 pub mod timer;
+#[cfg(feature = "tokio")]
+pub mod tokio_interop;
 pub mod trace;
 
 pub use actors::ActorId;

@@ -132,6 +132,7 @@ pub mod dispatcher;
 mod drops;
 pub mod environment;
 pub mod exception;
+pub mod harmonizer;
 #[cfg(feature = "interconnect")]
 pub mod interconnect;
 pub mod limits;

@@ -2,6 +2,7 @@
 //!
 //! Placeholder docs, completed with the driver.
 
+mod driver;
 mod history;
 mod model;
 mod shared;
@@ -9,5 +10,6 @@ mod stats;
 #[cfg(test)]
 mod tests;
 
+pub use driver::{Harmonizer, HarmonizerBuilder, HarmonizerError};
 pub use history::ValueHistory;
 pub use stats::{HarmonizerStats, OperationCounts, PoolHarmonizerStats};

@@ -44,6 +44,8 @@ pub(crate) struct SharedInfo {
 }
 
 impl SharedInfo {
+    /// Sizes the tables: see `Model::set_shared_threads` for why only tests call it.
+    #[cfg_attr(not(test), allow(dead_code))]
     /// Sizes the tables: `pool_count` pools, one entry per shared thread naming its owner.
     pub(crate) fn init(pool_count: usize, owners: &[usize]) -> Self {
         let mut pools = vec![SharedPoolFigures::default(); pool_count];

@@ -298,7 +298,7 @@ fn test_pull() {
     assert_eq!((info.pools[0].owned, info.pools[1].owned), (2, 1));
     let mut cum = [[(0.0, 0.0); 2]; 3];
     let mut ts = S;
-    let mut pull = |info: &mut SharedInfo, ts: u64, cum: &[[(f64, f64); 2]; 3]| {
+    let pull = |info: &mut SharedInfo, ts: u64, cum: &[[(f64, f64); 2]; 3]| {
         let r: Vec<_> = [0, 0, 1]
             .iter()
             .zip(cum.iter())
@@ -428,4 +428,41 @@ fn every_change_stays_within_bounds_under_overload() {
             assert!((p.spec.min_full..=p.spec.max_full).contains(&p.full));
         }
     }
+}
+
+#[test]
+fn an_idle_shared_thread_is_used_before_a_full_thread_is_granted() {
+    // Pool 0 owns the one shared thread, idle: its quota is 1 and the shared free CPU 1.
+    // Its 4 full threads are busy: LS cpu 4 < thread count 4 + 1, so it is not needy and
+    // gains no full thread; pool 1 may use one foreign slot, pool 0 none (it owns it).
+    let mut a = MockPool::new(4, 4, 8);
+    a.spec.own_shared = 1;
+    let mut b = Bench::new(vec![a, MockPool::new(4, 4, 8)]);
+    b.model.set_shared_threads(&[0]);
+    let idle = [SharedThreadReading {
+        owner: 0,
+        per_pool: vec![(0.0, 0.0), (0.0, 0.0)],
+    }];
+    b.ts += S;
+    let r = |b: &Bench| -> Vec<PoolReading> {
+        b.pools
+            .iter()
+            .map(|p| PoolReading {
+                full: p.full,
+                threads: p.threads.clone(),
+                stopping: 0,
+            })
+            .collect()
+    };
+    b.model.step(b.ts, &r(&b), &idle);
+    b.pools[0].add(60.0, 60.0, 0, 4);
+    b.ts += 60 * S;
+    let d = b.model.step(b.ts, &r(&b), &idle);
+    assert_eq!((d[0].full, d[1].full), (4, 4));
+    assert_eq!((d[0].foreign_slots, d[1].foreign_slots), (Some(0), Some(1)));
+    let st = b.model.pool_stats();
+    assert!(close(st[0].shared_cpu_quota, 1.0));
+    assert!(!st[0].is_needy);
+    assert!(close(b.model.globals.shared_free_cpu, 1.0));
+    assert_eq!(st[0].current_thread_count, 5);
 }

@@ -197,3 +197,13 @@ impl Pool {
         }
     }
 }
+
+impl Pool {
+    /// The pool's dispatcher as an elastic pool (a harmonizer's hook), if its thread
+    /// count can change.
+    pub(crate) fn elastic(
+        &self,
+    ) -> Option<std::sync::Arc<dyn crate::dispatcher::elastic::ElasticPool>> {
+        self._disp.elastic()
+    }
+}

@@ -19,6 +19,11 @@
 //! - Stopping the dispatcher joins every thread, whatever the count was.
 //!
 
+mod cpu;
+mod threads;
+
+pub(crate) use threads::{PoolOps, ThreadCtl};
+
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -76,6 +81,16 @@ impl ThreadLimits {
             priority: 0,
             has_shared_thread: false,
             spin_threshold: Duration::from_micros(100),
+        }
+    }
+
+    /// The same limits with [`new`](Self::new)'s clamping applied to the three counts.
+    pub fn normalized(self) -> ThreadLimits {
+        ThreadLimits {
+            priority: self.priority,
+            has_shared_thread: self.has_shared_thread,
+            spin_threshold: self.spin_threshold,
+            ..ThreadLimits::new(self.min, self.default, self.max)
         }
     }
 
@@ -329,3 +344,101 @@ pub trait ElasticPool: Send + Sync {
     /// important first (ignored without a shared thread).
     fn set_lend_targets(&self, targets: Vec<Arc<dyn ElasticPool>>);
 }
+
+/// The stats controller's quantities of an elastic pool, under `prefix`:
+/// `threads.{target,min,default,max}`, per slot `wt-<i>/{busy,cpu,parked}_us` and
+/// `events.count`, the latency buckets `activation.lt_<bound>us` (cumulative counts per
+/// bucket) and the harmonizer's counters `harmonizer.<name>`.
+pub(crate) fn distribute(
+    ctl: &ThreadCtl,
+    prefix: &str,
+    out: &mut dyn FnMut(crate::stats::Quantity),
+) {
+    use crate::dispatcher::one_thread::quantity;
+    let to = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+    let l = ctl.limits();
+    out(quantity(prefix, "threads.target", ctl.target()));
+    out(quantity(prefix, "threads.min", l.min));
+    out(quantity(prefix, "threads.default", l.default));
+    out(quantity(prefix, "threads.max", l.max));
+    let s = ctl.sample();
+    for (i, t) in s.threads.iter().enumerate() {
+        let p = format!("{prefix}/wt-{i}");
+        out(quantity(&p, "busy_us", to(t.busy_ns / 1000)));
+        out(quantity(&p, "cpu_us", to(t.cpu_ns / 1000)));
+        out(quantity(&p, "parked_us", to(t.parked_ns / 1000)));
+        out(quantity(&p, "events.count", to(t.events)));
+    }
+    for (i, n) in s.latency.buckets.iter().enumerate() {
+        out(crate::stats::Quantity {
+            prefix: prefix.to_owned(),
+            suffix: LATENCY_SUFFIXES[i],
+            value: to(*n),
+        });
+    }
+    let c = ctl.counters().snapshot();
+    for (suffix, v) in [
+        (
+            "harmonizer.increasing_threads_by_needy_state",
+            c.increasing_threads_by_needy_state,
+        ),
+        (
+            "harmonizer.increasing_threads_by_exchange",
+            c.increasing_threads_by_exchange,
+        ),
+        (
+            "harmonizer.decreasing_threads_by_starved_state",
+            c.decreasing_threads_by_starved_state,
+        ),
+        (
+            "harmonizer.decreasing_threads_by_hoggish_state",
+            c.decreasing_threads_by_hoggish_state,
+        ),
+        (
+            "harmonizer.decreasing_threads_by_exchange",
+            c.decreasing_threads_by_exchange,
+        ),
+        ("harmonizer.is_needy", u64::from(c.is_needy)),
+        ("harmonizer.is_starved", u64::from(c.is_starved)),
+        ("harmonizer.is_hoggish", u64::from(c.is_hoggish)),
+        (
+            "harmonizer.potential_max_thread_count_milli",
+            c.potential_max_thread_count_milli,
+        ),
+        ("foreign.events", s.foreign_events),
+    ] {
+        out(crate::stats::Quantity {
+            prefix: prefix.to_owned(),
+            suffix,
+            value: to(v),
+        });
+    }
+}
+
+/// Suffixes of the latency buckets (the stats controller wants `&'static str`).
+const LATENCY_SUFFIXES: [&str; LATENCY_BUCKETS] = [
+    "activation.lt_1us",
+    "activation.lt_2us",
+    "activation.lt_4us",
+    "activation.lt_8us",
+    "activation.lt_16us",
+    "activation.lt_32us",
+    "activation.lt_64us",
+    "activation.lt_128us",
+    "activation.lt_256us",
+    "activation.lt_512us",
+    "activation.lt_1024us",
+    "activation.lt_2048us",
+    "activation.lt_4096us",
+    "activation.lt_8192us",
+    "activation.lt_16384us",
+    "activation.lt_32768us",
+    "activation.lt_65536us",
+    "activation.lt_131072us",
+    "activation.lt_262144us",
+    "activation.lt_524288us",
+    "activation.lt_1048576us",
+    "activation.lt_2097152us",
+    "activation.lt_4194304us",
+    "activation.lt_inf",
+];

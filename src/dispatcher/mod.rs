@@ -223,7 +223,6 @@ impl DispatcherHandle {
     }
 
     /// Makes the handle answer [`elastic`](Self::elastic) with `pool`.
-    #[allow(dead_code)] // the thread pools use it from the next commit
     pub(crate) fn with_elastic(mut self, pool: Arc<dyn elastic::ElasticPool>) -> Self {
         self.elastic = Some(pool);
         self

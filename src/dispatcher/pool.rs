@@ -1,12 +1,14 @@
 //! What the thread pools share: a queue of ready agent queues and the worker threads that
-//! serve it.
+//! serve it (their number may change while the pool runs: `dispatcher::elastic`).
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Duration;
 
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 use parking_lot::Mutex;
 
+use super::elastic::ThreadCtl;
 use super::BuildError;
 
 /// The number of workers a builder asked for, or the available parallelism.
@@ -21,8 +23,13 @@ pub(crate) fn thread_count(requested: Option<usize>) -> Result<usize, BuildError
     Ok(n)
 }
 
-enum Ready<Q> {
+/// What a worker takes from the ready queue.
+pub(crate) enum Ready<Q> {
+    /// A queue to serve.
     Queue(Q),
+    /// The pool shrank: a thread above the count should stop (whichever takes this checks).
+    Wake,
+    /// The pool stops: one per thread.
     Stop,
 }
 
@@ -42,11 +49,57 @@ impl<Q> ReadyQueue<Q> {
         let _ = self.tx.send(Ready::Queue(q));
     }
 
-    /// The next ready queue; `None` once the workers are told to stop.
+    /// The next ready queue; `None` once the workers are told to stop. For pools of a
+    /// fixed size (they are never sent a `Wake`).
     pub(crate) fn next(&self) -> Option<Q> {
-        match self.rx.recv() {
+        loop {
+            match self.rx.recv() {
+                Ok(Ready::Queue(q)) => return Some(q),
+                Ok(Ready::Wake) => {}
+                Ok(Ready::Stop) | Err(_) => return None,
+            }
+        }
+    }
+
+    /// The next item if one is there now.
+    pub(crate) fn try_next(&self) -> Option<Ready<Q>> {
+        match self.rx.try_recv() {
+            Ok(r) => Some(r),
+            Err(TryRecvError::Empty) => None,
+            Err(TryRecvError::Disconnected) => Some(Ready::Stop),
+        }
+    }
+
+    /// The next item, waiting at most `timeout` (forever if `None`); `Wake` on timeout.
+    pub(crate) fn next_within(&self, timeout: Option<Duration>) -> Ready<Q> {
+        let got = match timeout {
+            None => self.rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+            Some(t) => self.rx.recv_timeout(t),
+        };
+        match got {
+            Ok(r) => r,
+            Err(RecvTimeoutError::Timeout) => Ready::Wake,
+            Err(RecvTimeoutError::Disconnected) => Ready::Stop,
+        }
+    }
+
+    /// A ready queue for a thread of another pool, if one is there now: a `Wake` or a
+    /// `Stop` is meant for the pool's own threads and goes back.
+    pub(crate) fn take_for_foreign(&self) -> Option<Q> {
+        match self.rx.try_recv() {
             Ok(Ready::Queue(q)) => Some(q),
-            Ok(Ready::Stop) | Err(_) => None,
+            Ok(other) => {
+                let _ = self.tx.send(other);
+                None
+            }
+            Err(_) => None,
+        }
+    }
+
+    /// Sends `n` wake-ups (a shrink).
+    pub(crate) fn wake(&self, n: usize) {
+        for _ in 0..n {
+            let _ = self.tx.send(Ready::Wake);
         }
     }
 
@@ -54,52 +107,120 @@ impl<Q> ReadyQueue<Q> {
     pub(crate) fn has_waiting(&self) -> bool {
         !self.rx.is_empty()
     }
+
+    /// Items waiting (queues, and wake-ups not yet taken).
+    pub(crate) fn len(&self) -> usize {
+        self.rx.len()
+    }
+}
+
+type Work = Arc<dyn Fn(usize) + Send + Sync>;
+
+/// The threads and what starts more of them. Its lock also orders a thread's retirement
+/// against the start of another in its slot.
+struct Spawner {
+    name: String,
+    work: Work,
+    handles: Vec<JoinHandle<()>>,
+    /// The pool is stopping: no more threads.
+    closed: bool,
 }
 
 /// The worker threads; dropping this stops and joins them (but the current thread, if the
 /// last reference dies on a worker).
 pub(crate) struct Workers<Q: Send + 'static> {
     ready: Arc<ReadyQueue<Q>>,
-    handles: Mutex<Vec<JoinHandle<()>>>,
-    count: usize,
+    ctl: Arc<ThreadCtl>,
+    spawner: Arc<Mutex<Spawner>>,
 }
 
 impl<Q: Send + 'static> Workers<Q> {
-    /// Starts `n` threads named `<name>-<i>`, each running `work(i)`.
+    /// Starts `ctl`'s default count of threads named `<name>-<slot>`, each running
+    /// `work(slot)`.
     pub(crate) fn spawn<F>(
         name: &str,
-        n: usize,
+        ctl: Arc<ThreadCtl>,
         ready: Arc<ReadyQueue<Q>>,
         work: F,
     ) -> Result<Self, BuildError>
     where
         F: Fn(usize) + Send + Sync + 'static,
     {
-        let work = Arc::new(work);
+        let n = ctl.target();
         let workers = Workers {
             ready,
-            handles: Mutex::new(Vec::with_capacity(n)),
-            count: n,
+            ctl,
+            spawner: Arc::new(Mutex::new(Spawner {
+                name: name.to_owned(),
+                work: Arc::new(work),
+                handles: Vec::with_capacity(n),
+                closed: false,
+            })),
         };
-        for i in 0..n {
-            let w = work.clone();
-            let h = std::thread::Builder::new()
-                .name(format!("{name}-{i}"))
-                .spawn(move || w(i))
-                .map_err(BuildError::Spawn)?; // those started are stopped by Drop
-            workers.handles.lock().push(h);
+        let mut sp = workers.spawner.lock();
+        for _ in 0..n {
+            // Those started are stopped by Drop.
+            start_one(&mut sp, &workers.ctl)?;
         }
+        drop(sp);
         Ok(workers)
     }
 
+    /// Threads running now.
     pub(crate) fn count(&self) -> usize {
-        self.count
+        self.ctl.live()
+    }
+
+    /// Asks for `n` threads (already clamped): starts the missing ones now, or wakes the
+    /// surplus so that it stops when it next asks for work.
+    pub(crate) fn set_count(&self, n: usize) -> Result<(), BuildError> {
+        let mut sp = self.spawner.lock();
+        if sp.closed {
+            return Ok(());
+        }
+        self.ctl.set_target(n);
+        let live = self.ctl.live();
+        if n > live {
+            sp.handles.retain(|h| !h.is_finished());
+            for _ in live..n {
+                start_one(&mut sp, &self.ctl)?;
+            }
+        } else if n < live {
+            drop(sp);
+            self.ready.wake(live - n);
+        }
+        Ok(())
+    }
+}
+
+/// Starts a thread in a free slot.
+fn start_one(sp: &mut Spawner, ctl: &Arc<ThreadCtl>) -> Result<(), BuildError> {
+    let Some(slot) = ctl.occupy_free_slot() else {
+        return Ok(());
+    };
+    let w = sp.work.clone();
+    match std::thread::Builder::new()
+        .name(format!("{}-{slot}", sp.name))
+        .spawn(move || w(slot))
+    {
+        Ok(h) => {
+            sp.handles.push(h);
+            Ok(())
+        }
+        Err(e) => {
+            ctl.free_slot(slot);
+            Err(BuildError::Spawn(e))
+        }
     }
 }
 
 impl<Q: Send + 'static> Drop for Workers<Q> {
     fn drop(&mut self) {
-        let handles = std::mem::take(&mut *self.handles.lock());
+        let handles = {
+            let mut sp = self.spawner.lock();
+            sp.closed = true;
+            std::mem::take(&mut sp.handles)
+        };
         for _ in &handles {
             let _ = self.ready.tx.send(Ready::Stop);
         }

@@ -57,12 +57,7 @@ fn line(p: &PoolHarmonizerStats) -> String {
         .map_or_else(|| "-".to_owned(), |d| format!("{}us", d.as_micros()));
     format!(
         "{}: {} thr, cpu {:.2}, busy {:.2}, {:<7}, p99 {:>8}",
-        p.name,
-        p.current_thread_count,
-        p.last_second_cpu,
-        p.last_second_elapsed,
-        state,
-        p99
+        p.name, p.current_thread_count, p.last_second_cpu, p.last_second_elapsed, state, p99
     )
 }
 

@@ -113,7 +113,10 @@ fn the_loaded_pool_gains_threads_and_the_idle_one_returns_to_its_default() {
         .period(Duration::from_millis(100))
         .build()
         .unwrap();
-    let (on_a, on_b) = (Arc::new(AtomicBool::new(true)), Arc::new(AtomicBool::new(false)));
+    let (on_a, on_b) = (
+        Arc::new(AtomicBool::new(true)),
+        Arc::new(AtomicBool::new(false)),
+    );
     let done = Arc::new(AtomicU64::new(0));
     let wrapped = WrappedEnv::new(|_| {}).unwrap();
     let env = wrapped.environment();
@@ -152,7 +155,12 @@ fn the_loaded_pool_gains_threads_and_the_idle_one_returns_to_its_default() {
     assert_eq!(eb.thread_count(), 1);
     let st = harmonizer.stats();
     assert!(st.pools[0].counters.increasing_threads_by_needy_state >= 1);
-    assert!(ea.counters().increasing_threads_by_needy_state.load(Ordering::Relaxed) >= 1);
+    assert!(
+        ea.counters()
+            .increasing_threads_by_needy_state
+            .load(Ordering::Relaxed)
+            >= 1
+    );
 
     // Phase 2: the load moves to `b`: `b` grows, `a` goes back to its default.
     on_a.store(false, Ordering::Relaxed);
@@ -160,11 +168,15 @@ fn the_loaded_pool_gains_threads_and_the_idle_one_returns_to_its_default() {
     for m in &on_b_boxes {
         send(m, Burn).unwrap();
     }
-    wait_for("b to grow and a to return to 1", Duration::from_secs(90), || {
-        limits(&ea);
-        limits(&eb);
-        eb.thread_count() > 1 && ea.thread_count() == 1
-    });
+    wait_for(
+        "b to grow and a to return to 1",
+        Duration::from_secs(90),
+        || {
+            limits(&ea);
+            limits(&eb);
+            eb.thread_count() > 1 && ea.thread_count() == 1
+        },
+    );
     let st = harmonizer.stats();
     assert!(st.pools[0].counters.decreasing_threads_by_hoggish_state >= 1);
     assert!(st.pools[1].counters.increasing_threads_by_needy_state >= 1);

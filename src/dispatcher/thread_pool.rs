@@ -55,7 +55,7 @@ use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use ahash::AHashMap;
 use parking_lot::Mutex;
@@ -78,6 +78,7 @@ pub struct Builder {
     threads: Option<usize>,
     limits: Option<ThreadLimits>,
     max_demands_at_once: usize,
+    max_time_at_once: Option<Duration>,
 }
 
 impl Default for Builder {
@@ -87,6 +88,7 @@ impl Default for Builder {
             threads: None,
             limits: None,
             max_demands_at_once: 4,
+            max_time_at_once: None,
         }
     }
 }
@@ -143,6 +145,14 @@ impl Builder {
         self
     }
 
+    /// Time a worker spends on one queue before it lets another waiting queue go first,
+    /// checked after each demand (default: none, only `max_demands_at_once` counts; YDB's
+    /// `TimePerMailbox`). Setting it costs a clock read per demand.
+    pub fn max_time_at_once(mut self, limit: Duration) -> Self {
+        self.max_time_at_once = Some(limit);
+        self
+    }
+
     /// Starts the worker threads.
     ///
     /// # Errors
@@ -168,6 +178,7 @@ impl Builder {
             ctl: ctl.clone(),
             ready: Arc::new(ReadyQueue::new()),
             max_demands_at_once: self.max_demands_at_once,
+            max_time_at_once: self.max_time_at_once,
             activity: if self.common.activity() {
                 (0..threads).map(|_| Activity::default()).collect()
             } else {
@@ -240,6 +251,7 @@ struct Shared {
     ctl: Arc<ThreadCtl>,
     ready: Arc<ReadyQueue<Arc<AgentQueue>>>,
     max_demands_at_once: usize,
+    max_time_at_once: Option<Duration>,
     /// One per worker when activity is tracked; empty otherwise.
     activity: Vec<Activity>,
 }
@@ -328,6 +340,7 @@ impl Shared {
             // The budget counts the demands a user sees (`on_start`, messages, `on_finish`),
             // not the internal `Bind` that hands an agent's executor to this worker.
             let mut budget = self.max_demands_at_once;
+            let started = self.max_time_at_once.map(|_| Instant::now());
             while budget > 0 {
                 let next = {
                     let mut inbox = q.inbox.lock();
@@ -360,6 +373,11 @@ impl Shared {
                         let t = Instant::now();
                         table.run(next);
                         a.worked_since(t);
+                    }
+                }
+                if let (Some(t), Some(limit)) = (started, self.max_time_at_once) {
+                    if t.elapsed() >= limit {
+                        break;
                     }
                 }
             }

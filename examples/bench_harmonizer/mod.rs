@@ -216,9 +216,35 @@ pub fn run(mode: Mode, phase1: Duration, phase2: Duration) -> Outcome {
     }
 }
 
+/// The cost of one harmonizer step over two idle elastic pools of 4 threads at most
+/// (sample both, run the model, publish the stats): the harmonizer's overhead is this
+/// once per period (1 s by default), on one worker.
+pub fn step_cost(steps: u32) -> Duration {
+    let a = pool("a", Mode::Harmonized, 4, 2, 1);
+    let b = pool("b", Mode::Harmonized, 4, 2, 0);
+    let h = Harmonizer::builder()
+        .dispatcher(&a)
+        .dispatcher(&b)
+        .cpu_budget(4.0)
+        .period(Duration::from_secs(3600))
+        .build()
+        .expect("harmonizer");
+    let origin = h.origin();
+    let start = Instant::now();
+    for i in 1..=steps {
+        h.harmonize_at(origin + Duration::from_secs(u64::from(i)));
+    }
+    start.elapsed() / steps
+}
+
 /// Runs the three set-ups and prints their `RESULT` lines (plus p50 and thread counts
 /// as comments).
 pub fn report(quick: bool) {
+    let step = step_cost(if quick { 2_000 } else { 20_000 });
+    println!(
+        "RESULT name=harmonizer_step value={:.2} unit=us",
+        step.as_nanos() as f64 / 1000.0
+    );
     let (p1, p2) = if quick {
         (Duration::from_millis(700), Duration::from_millis(1800))
     } else {

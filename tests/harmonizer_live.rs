@@ -187,3 +187,40 @@ fn the_loaded_pool_gains_threads_and_the_idle_one_returns_to_its_default() {
     drop(harmonizer);
     wrapped.stop_then_join().unwrap();
 }
+
+#[test]
+fn a_thread_pool_and_an_adv_thread_pool_share_one_budget_and_idle_ones_shrink_to_min() {
+    use agentbox::dispatcher::adv_thread_pool;
+    let interactive = thread_pool::Builder::new()
+        .name("interactive")
+        .thread_limits(1, 2, 3)
+        .build()
+        .unwrap();
+    let batch = adv_thread_pool::Builder::new()
+        .name("batch")
+        .thread_limits(1, 2, 3)
+        .build()
+        .unwrap();
+    let h = Harmonizer::builder()
+        .dispatcher(&interactive)
+        .dispatcher(&batch)
+        .cpu_budget(4.0)
+        .period(Duration::from_secs(3600))
+        .build()
+        .unwrap();
+    // Steps by hand, one simulated second apart: both pools are idle (hoggish), so each
+    // step takes one thread from each until its minimum.
+    let t0 = h.origin();
+    for s in 1..=4 {
+        h.harmonize_at(t0 + Duration::from_secs(s));
+    }
+    let st = h.stats();
+    assert_eq!(st.total_cores, 4.0);
+    for p in &st.pools {
+        assert!(p.is_hoggish, "{p:?}");
+        assert_eq!(p.current_thread_count, 1, "{p:?}");
+        assert_eq!(p.counters.decreasing_threads_by_hoggish_state, 1);
+    }
+    assert_eq!(interactive.elastic().unwrap().thread_count(), 1);
+    assert_eq!(batch.elastic().unwrap().thread_count(), 1);
+}

@@ -246,7 +246,7 @@ pub fn report(quick: bool) {
         step.as_nanos() as f64 / 1000.0
     );
     let (p1, p2) = if quick {
-        (Duration::from_millis(700), Duration::from_millis(1800))
+        (Duration::from_millis(500), Duration::from_millis(1200))
     } else {
         (Duration::from_secs(2), Duration::from_secs(6))
     };

@@ -122,7 +122,7 @@ pub struct ThreadSample {
     pub cpu_ns: u64,
     /// Wall time parked waiting for work.
     pub parked_ns: u64,
-    /// Demands run.
+    /// Demands run (added when the thread next asks for work, like the busy time).
     pub events: u64,
     /// Whether a thread occupies this slot now.
     pub running: bool,

@@ -178,8 +178,7 @@ impl<Q: Send + 'static> Workers<Q> {
         if sp.closed {
             return Ok(());
         }
-        self.ctl.set_target(n);
-        let live = self.ctl.live();
+        let live = self.ctl.retarget(n);
         if n > live {
             sp.handles.retain(|h| !h.is_finished());
             for _ in live..n {

@@ -171,6 +171,16 @@ impl ThreadCtl {
         self.target.store(n, Ordering::Relaxed);
     }
 
+    /// Sets the count and reads the threads running, atomically with respect to a
+    /// thread's retirement (which decides and decrements under the same lock: read
+    /// apart, a retirement decided on the old count could follow the read and leave the
+    /// pool a thread short).
+    pub(crate) fn retarget(&self, n: usize) -> usize {
+        let slots = self.slots.lock();
+        self.target.store(n, Ordering::Relaxed);
+        slots.1
+    }
+
     pub(crate) fn live(&self) -> usize {
         self.live.load(Ordering::Relaxed)
     }

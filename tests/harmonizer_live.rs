@@ -150,7 +150,7 @@ fn the_loaded_pool_gains_threads_and_the_idle_one_returns_to_its_default() {
     wait_for("pool a to gain a thread", Duration::from_secs(60), || {
         limits(&ea);
         limits(&eb);
-        ea.thread_count() > 1
+        ea.thread_count() > 1 && harmonizer.stats().pools[0].current_thread_count > 1
     });
     assert_eq!(eb.thread_count(), 1);
     let st = harmonizer.stats();
@@ -174,7 +174,12 @@ fn the_loaded_pool_gains_threads_and_the_idle_one_returns_to_its_default() {
         || {
             limits(&ea);
             limits(&eb);
-            eb.thread_count() > 1 && ea.thread_count() == 1
+            // The stats are published at the end of a step: wait for them too.
+            let st = harmonizer.stats();
+            eb.thread_count() > 1
+                && ea.thread_count() == 1
+                && st.pools[1].current_thread_count > 1
+                && st.pools[0].current_thread_count == 1
         },
     );
     let st = harmonizer.stats();

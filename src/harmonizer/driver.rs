@@ -170,9 +170,11 @@ impl HarmonizerBuilder {
         let n = self.pools.len();
         let inner = Arc::new(Inner {
             pools: self.pools,
-            origin,
             period,
-            next_due_us: AtomicU64::new(micros(period)),
+            gate: Arc::new(Gate {
+                origin,
+                next_due_us: AtomicU64::new(micros(period)),
+            }),
             step: Mutex::new(StepState {
                 model,
                 last_latency: vec![LatencyHistogram::default(); n],
@@ -207,9 +209,16 @@ fn install(inner: &Arc<Inner>) {
         }
     }
     let weak: Weak<Inner> = Arc::downgrade(inner);
+    let gate = inner.gate.clone();
+    // Not due: a clock read and one relaxed load of a word written once per period (no
+    // shared read-modify-write on the workers' path; the upgrade comes only when due).
     let tick: Tick = Arc::new(move || {
+        let now_us = gate.since_origin(Instant::now());
+        if now_us < gate.next_due_us.load(Ordering::Relaxed) {
+            return;
+        }
         if let Some(inner) = weak.upgrade() {
-            inner.tick();
+            inner.tick_due(now_us);
         }
     });
     for p in &inner.pools {
@@ -224,32 +233,40 @@ struct StepState {
     reported: Vec<OperationCounts>,
 }
 
-struct Inner {
-    pools: Vec<Arc<dyn ElasticPool>>,
+/// The deadline of the next step, shared by the ticks.
+struct Gate {
     origin: Instant,
-    period: Duration,
     /// Microseconds since `origin` of the next step.
     next_due_us: AtomicU64,
+}
+
+impl Gate {
+    fn since_origin(&self, at: Instant) -> u64 {
+        micros(at.saturating_duration_since(self.origin))
+    }
+}
+
+struct Inner {
+    pools: Vec<Arc<dyn ElasticPool>>,
+    period: Duration,
+    /// When the next step is due (held by the ticks too).
+    gate: Arc<Gate>,
     step: Mutex<StepState>,
     stats: Mutex<HarmonizerStats>,
 }
 
 impl Inner {
     fn since_origin(&self, at: Instant) -> u64 {
-        micros(at.saturating_duration_since(self.origin))
+        self.gate.since_origin(at)
     }
 
-    fn tick(&self) {
-        let now = Instant::now();
-        let now_us = self.since_origin(now);
-        if now_us < self.next_due_us.load(Ordering::Relaxed) {
-            return;
-        }
+    /// The due part of a tick: try the lock, re-check, run.
+    fn tick_due(&self, now_us: u64) {
         if let Some(mut state) = self.step.try_lock() {
-            if now_us < self.next_due_us.load(Ordering::Relaxed) {
+            if now_us < self.gate.next_due_us.load(Ordering::Relaxed) {
                 return;
             }
-            self.next_due_us.store(
+            self.gate.next_due_us.store(
                 now_us.saturating_add(micros(self.period)),
                 Ordering::Relaxed,
             );
@@ -441,7 +458,7 @@ impl Harmonizer {
     pub fn harmonize_at(&self, at: Instant) {
         let now_us = self.inner.since_origin(at);
         let mut state = self.inner.step.lock();
-        self.inner.next_due_us.store(
+        self.inner.gate.next_due_us.store(
             now_us.saturating_add(micros(self.inner.period)),
             Ordering::Relaxed,
         );
@@ -450,7 +467,7 @@ impl Harmonizer {
 
     /// The instant the harmonizer measures from (its build time).
     pub fn origin(&self) -> Instant {
-        self.inner.origin
+        self.inner.gate.origin
     }
 }
 

@@ -442,6 +442,10 @@ impl Harmonizer {
     }
 
     /// The last step's figures and every pool's counters (a copy).
+    ///
+    /// It is published at the end of a step, after the step changed the pools' counts: a
+    /// pool's [`ElasticPool::thread_count`] may show a change a moment before this does.
+    /// Before the first step the figures are 0 and the counts the pools' defaults.
     pub fn stats(&self) -> HarmonizerStats {
         self.inner.stats.lock().clone()
     }

@@ -205,3 +205,42 @@ fn builder_errors() {
     let e = Harmonizer::builder().dispatcher(&one).build().unwrap_err();
     assert_eq!(e, HarmonizerError::NotElastic("fixed".into()));
 }
+
+#[test]
+fn test_harmonizer_creation_and_invoke_read_history() {
+    // YDB: the history is empty before the first step, one entry after.
+    let pools = vec![MockPool::new("a", 4, 4, 8)];
+    let h = build(&pools);
+    assert!(h.history().is_empty());
+    h.harmonize_at(h.origin() + Duration::from_secs(1));
+    let history = h.history();
+    assert_eq!(history.len(), 1);
+    assert_eq!(history[0].iterations, 1);
+}
+
+#[test]
+fn test_harmonizer_iteration_stats_to_needy_next_to_hoggish() {
+    // YDB's iteration test of the same scenario: one entry per step, each with its pools;
+    // the ring keeps the last HISTORY_LEN steps.
+    let pools = vec![MockPool::new("a", 4, 4, 8), MockPool::new("b", 4, 4, 8)];
+    let h = build(&pools);
+    let t0 = h.origin();
+    let s = Duration::from_secs(1);
+    h.harmonize_at(t0 + s);
+    assert_eq!(h.history().len(), 1);
+    pools[0].busy(4, 59);
+    h.harmonize_at(t0 + 60 * s);
+    let history = h.history();
+    assert_eq!(history.len(), 2);
+    assert!(history[0].pools[0].is_hoggish && history[1].pools[0].is_needy);
+    assert_eq!(history[1].pools[0].current_thread_count, 5);
+    for i in 0..agentbox::harmonizer::HISTORY_LEN as u32 {
+        h.harmonize_at(t0 + (61 + i) * s);
+    }
+    let history = h.history();
+    assert_eq!(history.len(), agentbox::harmonizer::HISTORY_LEN);
+    assert_eq!(
+        history.last().unwrap().iterations,
+        2 + agentbox::harmonizer::HISTORY_LEN as u64
+    );
+}

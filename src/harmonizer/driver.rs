@@ -181,6 +181,7 @@ impl HarmonizerBuilder {
                 reported: vec![OperationCounts::default(); n],
             }),
             stats: Mutex::new(HarmonizerStats::default()),
+            history: Mutex::new(std::collections::VecDeque::with_capacity(HISTORY_LEN)),
         });
         inner.publish_initial();
         install(&inner);
@@ -253,7 +254,13 @@ struct Inner {
     gate: Arc<Gate>,
     step: Mutex<StepState>,
     stats: Mutex<HarmonizerStats>,
+    /// The last [`HISTORY_LEN`] steps' snapshots, oldest first.
+    history: Mutex<std::collections::VecDeque<HarmonizerStats>>,
 }
+
+/// Steps kept by [`Harmonizer::history`] (YDB's `SAVED_ITERATION_COUNT`: a minute at the
+/// default period).
+pub const HISTORY_LEN: usize = 60;
 
 impl Inner {
     fn since_origin(&self, at: Instant) -> u64 {
@@ -362,7 +369,7 @@ impl Inner {
             st.latency_max = period.quantile(1.0);
         }
         let g = state.model.globals;
-        *self.stats.lock() = HarmonizerStats {
+        let snapshot = HarmonizerStats {
             iterations: g.iteration,
             total_cores: g.total_cores,
             budget: g.budget,
@@ -375,6 +382,14 @@ impl Inner {
             min_elapsed_cpu: g.min_elapsed_cpu,
             pools: pool_stats,
         };
+        {
+            let mut history = self.history.lock();
+            if history.len() == HISTORY_LEN {
+                history.pop_front();
+            }
+            history.push_back(snapshot.clone());
+        }
+        *self.stats.lock() = snapshot;
     }
 }
 
@@ -448,6 +463,12 @@ impl Harmonizer {
     /// Before the first step the figures are 0 and the counts the pools' defaults.
     pub fn stats(&self) -> HarmonizerStats {
         self.inner.stats.lock().clone()
+    }
+
+    /// The snapshots of the last steps (at most [`HISTORY_LEN`], oldest first; YDB's
+    /// iteration history): empty before the first step.
+    pub fn history(&self) -> Vec<HarmonizerStats> {
+        self.inner.history.lock().iter().cloned().collect()
     }
 
     /// The pools driven, in the order they were added.

@@ -65,8 +65,8 @@
 //! - The budget defaults to the cores available to the process, not the sum of the
 //!   pools' default counts ([`HarmonizerBuilder::cpu_budget`] sets either).
 //! - No ping gate and no `NotEnoughCpuExecutions` (treated as "latency is bad"), no local
-//!   queue sizing, no adaptive spin threshold, no iteration ring (the last step is in
-//!   [`Harmonizer::stats`]).
+//!   queue sizing, no adaptive spin threshold; the iteration ring
+//!   ([`Harmonizer::history`]) keeps whole snapshots, not YDB's per-thread records.
 //! - The shared thread is counted as one of its owner's threads: the core's hook does not
 //!   report a shared thread's figures per pool it served, so the fractional quotas of
 //!   YDB's shared pool are modelled (and tested) but not fed by the driver.
@@ -109,6 +109,6 @@ mod stats;
 #[cfg(test)]
 mod tests;
 
-pub use driver::{Harmonizer, HarmonizerBuilder, HarmonizerError};
+pub use driver::{Harmonizer, HarmonizerBuilder, HarmonizerError, HISTORY_LEN};
 pub use history::ValueHistory;
 pub use stats::{HarmonizerStats, OperationCounts, PoolHarmonizerStats};

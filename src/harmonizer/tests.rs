@@ -257,23 +257,8 @@ fn test_thread_counts() {
     assert!(checked > 600);
 }
 
-#[test]
-fn test_harmonizer_creation_and_invoke_read_history() {
-    // YDB keeps a ring of iteration records; here the step count and the global figures
-    // of the last step play that part: none before the first step, one after.
-    let mut b = Bench::new(vec![MockPool::new(4, 4, 8)]);
-    assert_eq!(b.model.globals.iteration, 0);
-    b.harmonize_after(S);
-    assert_eq!(b.model.globals.iteration, 1);
-}
-
-#[test]
-fn test_harmonizer_iteration_stats_to_needy_next_to_hoggish() {
-    let mut b = Bench::new(vec![MockPool::new(4, 4, 8), MockPool::new(4, 4, 8)]);
-    b.harmonize_after(S);
-    assert_eq!(b.model.globals.iteration, 1);
-    assert_eq!(b.model.pool_stats().len(), 2);
-}
+// YDB's iteration tests (`harmonizer_iteration_ut`) are in tests/harmonizer_mock.rs: the
+// iteration ring belongs to the driver.
 
 // ---- shared_info_ut ----
 

@@ -176,6 +176,7 @@ impl Builder {
         };
         let shared = Arc::new(Shared {
             ctl: ctl.clone(),
+            measured: ctl.is_measured(),
             ready: Arc::new(ReadyQueue::new()),
             max_demands_at_once: self.max_demands_at_once,
             max_time_at_once: self.max_time_at_once,
@@ -249,6 +250,8 @@ impl Drop for Holding {
 struct Shared {
     /// Worker threads: their slots, count and figures.
     ctl: Arc<ThreadCtl>,
+    /// `ctl.is_measured()`, read on the push path without following `ctl`.
+    measured: bool,
     ready: Arc<ReadyQueue<Arc<AgentQueue>>>,
     max_demands_at_once: usize,
     max_time_at_once: Option<Duration>,
@@ -260,7 +263,7 @@ impl Shared {
     fn work(&self, i: usize) {
         POOL.set(self as *const Shared as usize);
         let activity = self.activity.get(i);
-        if self.ctl.is_measured() {
+        if self.measured {
             return self.work_measured(i, activity);
         }
         loop {
@@ -317,8 +320,9 @@ impl Shared {
     }
 
     /// Puts a queue (still scheduled) into the ready list, stamped if measured.
+    #[inline]
     fn make_ready(&self, q: Arc<AgentQueue>) {
-        if self.ctl.is_measured() {
+        if self.measured {
             q.ready_at.store(self.ctl.stamp(), Ordering::Relaxed);
         }
         self.ready.push(q);
@@ -331,6 +335,7 @@ impl Shared {
 
     /// Scheduling steps 2 and 3 for one queue; the demands run. With `keep` false (a
     /// foreign thread's slice) the queue goes back to the ready list after one budget.
+    #[inline(always)] // in the plain worker loop as before elastic pools (one more copy)
     fn serve(&self, q: &Arc<AgentQueue>, activity: Option<&Activity>, keep: bool) -> usize {
         let mut ran = 0;
         // Uncontended: a scheduled queue is served by one worker at a time.

@@ -87,6 +87,8 @@
 //!   (one dispatcher each), local services, YDB's non-delivery rules and dead letters.
 //! - [`interconnect`]: the actor systems of several nodes (processes or machines) as one:
 //!   events to an [`ActorId`] of another node travel over TCP, YDB-framed.
+//! - [`harmonizer`]: YDB's harmonizer — threads that move between elastic thread pools
+//!   (and an actor system's pools) by measured load, within a CPU budget.
 //!
 //! The rules each part follows (protocols, orders, what happens on errors) are in the
 //! module docs: [`agent`], [`coop`], [`environment`], [`exception`], [`mbox`], [`message`],
@@ -147,6 +149,7 @@ mod drops;
 pub mod environment;
 pub mod exception;
 pub mod guide;
+pub mod harmonizer;
 #[cfg(feature = "interconnect")]
 pub mod interconnect;
 pub mod limits;

@@ -24,10 +24,12 @@ use crate::{BindParams, Binder, DispatcherHandle, Fifo};
 
 /// One pool of a system's [`SystemSetup`](super::SystemSetup).
 ///
-/// The thread counts follow YDB (`TBasicExecutorPoolConfig`, spec §2.1): a default count
-/// of 0 means 1; a minimum or maximum of 0 means the default; then the minimum is clamped
-/// to `[1, default]` and the maximum to at least the default. [`threads`](Self::threads)
-/// sets all three.
+/// The thread counts follow YDB (`TBasicExecutorPoolConfig`, spec §2.1): a minimum or
+/// maximum of 0 means the default; then the minimum is clamped to `[1, default]` and the
+/// maximum to at least the default. [`threads`](Self::threads) sets all three. A default
+/// of 0 (so `threads(0)`) is refused when the system starts
+/// ([`SystemError::Pool`](super::SystemError::Pool)): agentbox has no separate `Threads`
+/// field for it to fall back on.
 ///
 /// | setting | default |
 /// |---|---|
@@ -107,7 +109,7 @@ impl PoolConfig {
         self
     }
 
-    /// Threads the pool starts with (YDB's `DefaultThreadCount`; 0 means 1).
+    /// Threads the pool starts with (YDB's `DefaultThreadCount`; at least 1).
     pub fn default_threads(mut self, n: usize) -> PoolConfig {
         self.default_threads = n;
         self
@@ -248,6 +250,9 @@ pub(crate) struct Pool {
 impl Pool {
     pub(crate) fn start(node_id: u32, id: u32, cfg: &PoolConfig) -> Result<Pool, BuildError> {
         let disp_name = format!("node{node_id}-{}", cfg.name);
+        if cfg.default_threads == 0 {
+            return Err(BuildError::InvalidParameter("threads must be at least 1"));
+        }
         let limits = cfg.limits();
         let (disp, binder) = if limits.max == 1 {
             let d = one_thread::Builder::new()
@@ -368,12 +373,14 @@ mod tests {
         assert_eq!(l.spin_threshold.as_micros(), 100);
         assert_eq!(c.time_per_mailbox.as_millis(), 10);
         assert_eq!(c.events_per_mailbox, 100);
-        // Default 0 is 1; min and max 0 are the default.
+        // Min and max 0 are the default.
         let c = PoolConfig::new("P")
-            .default_threads(0)
+            .default_threads(2)
             .min_threads(0)
             .max_threads(0);
-        assert_eq!(c.thread_limits(), (1, 1, 1));
+        assert_eq!(c.thread_limits(), (2, 2, 2));
+        // No threads at all is refused.
+        assert!(Pool::start(1, 0, &PoolConfig::new("P").threads(0)).is_err());
         let c = PoolConfig::new("P").default_threads(3);
         assert_eq!(c.thread_limits(), (1, 3, 3), "min 1 stays, max 1 rises");
         let c = PoolConfig::new("P").threads(4).max_threads(2);

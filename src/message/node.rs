@@ -44,6 +44,9 @@ pub(super) trait Payload: Send + Sync + Sized + 'static {
     const REUSABLE: bool = false;
     /// Whether [`envelope`](Self::envelope) may return `Some`.
     const ENVELOPED: bool = false;
+    /// Whether a `REUSABLE` payload must be asked if it is [`spent`](Self::spent) before
+    /// it is kept for reuse (a mutable message's slot: only once its value was taken).
+    const TAKEN_ONCE: bool = false;
     /// Whether the payload's bytes may travel without their node ([`InlineBits`]): at
     /// most 8 bytes, aligned to at most 8, with no `Drop`.
     const INLINE: bool = false;
@@ -52,6 +55,11 @@ pub(super) trait Payload: Send + Sync + Sized + 'static {
     /// The envelope and the message inside it, for an envelope.
     fn envelope(&self) -> Option<(&dyn Envelope, &Message)> {
         None
+    }
+    /// Whether the payload holds nothing left to drop, so that keeping it for reuse is
+    /// unobservable (asked of `TAKEN_ONCE` payloads only).
+    fn spent(&mut self) -> bool {
+        true
     }
 }
 
@@ -82,6 +90,7 @@ pub(super) struct Table {
     /// See [`Payload::MESSAGE_TYPE_ID`].
     message_type_id: TypeId,
     reusable: bool,
+    taken_once: bool,
     enveloped: bool,
     inline: bool,
     message_type: for<'a> unsafe fn(&'a NodePtr) -> MessageType,
@@ -93,6 +102,8 @@ pub(super) struct Table {
     /// bytes.
     refill: unsafe fn(&mut NodePtr, &MaybeUninit<u64>),
     envelope: for<'a> unsafe fn(&'a NodePtr) -> Option<(&'a dyn Envelope, &'a Message)>,
+    /// See [`Payload::spent`].
+    spent: unsafe fn(&mut NodePtr) -> bool,
     /// Frees the node; called once, by the last reference.
     drop: unsafe fn(*mut Header),
 }
@@ -105,6 +116,7 @@ impl<P: Payload> TableOf<P> {
         node_type: TypeId::of::<P>(),
         message_type_id: P::MESSAGE_TYPE_ID,
         reusable: P::REUSABLE,
+        taken_once: P::TAKEN_ONCE,
         enveloped: P::ENVELOPED,
         inline: P::INLINE,
         message_type: message_type_of::<P>,
@@ -112,6 +124,7 @@ impl<P: Payload> TableOf<P> {
         from_bits: from_bits::<P>,
         refill: refill::<P>,
         envelope: envelope_of::<P>,
+        spent: spent_of::<P>,
         drop: drop_node::<P>,
     };
 }
@@ -128,6 +141,13 @@ unsafe fn message_type_of<P: Payload>(node: &NodePtr) -> MessageType {
 unsafe fn envelope_of<P: Payload>(node: &NodePtr) -> Option<(&dyn Envelope, &Message)> {
     // SAFETY: the caller's promise.
     unsafe { node.payload_unchecked::<P>() }.envelope()
+}
+
+/// # Safety
+/// `node`'s payload type is `P`, and no other reference reaches the node.
+unsafe fn spent_of<P: Payload>(node: &mut NodePtr) -> bool {
+    // SAFETY: a `Node<P>` (the caller's promise) reached only through `node`.
+    unsafe { &mut (*node.untagged().cast::<Node<P>>()).payload }.spent()
 }
 
 /// # Safety
@@ -318,9 +338,22 @@ impl NodePtr {
     }
 
     /// See [`Payload::REUSABLE`].
-    #[inline]
+    #[cfg(test)]
     pub(super) fn reusable(&self) -> bool {
         self.table().reusable
+    }
+
+    /// Whether the node may be kept for reuse: its payload type is `REUSABLE`, this is the
+    /// only reference to it, and (for a `TAKEN_ONCE` payload) it is spent.
+    #[inline]
+    pub(super) fn is_spent(&mut self) -> bool {
+        let table = self.table();
+        if !table.reusable || !self.is_unique() {
+            return false;
+        }
+        // SAFETY: the table is the payload type's own, and no other reference reaches the
+        // node (the count is 1 and `&mut self` is that one).
+        !table.taken_once || unsafe { (table.spent)(self) }
     }
 
     /// See [`Payload::message_type`].

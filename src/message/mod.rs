@@ -7,7 +7,7 @@ use std::marker::PhantomData;
 use parking_lot::Mutex;
 
 pub(crate) use node::InlineBits;
-use node::{NodePtr, Payload};
+use node::{NodePtr, Payload, TakeOnce};
 
 mod node;
 
@@ -250,7 +250,7 @@ impl<T: Send + Sync + 'static> Payload for Shared<T> {
 }
 
 /// A mutable payload: taken exactly once by its one receiver.
-struct MutableSlot<T>(Mutex<Option<T>>);
+struct MutableSlot<T>(TakeOnce<T>);
 
 impl<T: Send + 'static> Payload for MutableSlot<T> {
     const MESSAGE_TYPE_ID: TypeId = TypeId::of::<Mutable<T>>();
@@ -261,7 +261,7 @@ impl<T: Send + 'static> Payload for MutableSlot<T> {
     }
     /// Spent once its receiver took the value: an empty slot holds nothing to drop.
     fn spent(&mut self) -> bool {
-        self.0.get_mut().is_none()
+        self.0.is_taken()
     }
 }
 
@@ -341,21 +341,13 @@ impl Message {
         if mutable_reusable::<T>() {
             return reused_mutable(value);
         }
-        Message::of(MutableSlot(Mutex::new(Some(value))))
+        Message::of(MutableSlot(TakeOnce::new(value)))
     }
 
     /// Puts `inner` into `envelope`. The result has `inner`'s type (and mutability) and is
     /// delivered like it; see [`Envelope`].
     pub fn enveloped<E: Envelope>(inner: Message, envelope: E) -> Self {
         Message::of(Enveloped { inner, envelope })
-    }
-
-    /// A message that stands for none, where a `Message` must be. A signal: nothing is
-    /// allocated.
-    pub(crate) fn placeholder() -> Self {
-        /// Its type; no handler can subscribe to it.
-        struct NoMessage;
-        Message::new(NoMessage)
     }
 
     #[inline]
@@ -454,7 +446,7 @@ impl Message {
     pub(crate) fn take_mutable<T: Send + 'static>(&self) -> Option<T> {
         self.node
             .downcast::<MutableSlot<T>>()
-            .and_then(|slot| slot.0.lock().take())
+            .and_then(|slot| slot.0.take())
     }
 }
 
@@ -598,12 +590,15 @@ fn reused_mutable<T: Send + 'static>(value: T) -> Message {
         // Unique: the thread's slot held the only reference; and spent (`recycle` keeps
         // no other), so the assignment drops nothing.
         if let Some(slot) = m.node.unique_mut::<MutableSlot<T>>() {
-            *slot.0.get_mut() = Some(value);
-            return m;
+            match slot.0.refill(value) {
+                Ok(()) => return m,
+                // Never: `recycle` keeps spent slots only. Made anew below.
+                Err(back) => return Message::of(MutableSlot(TakeOnce::new(back))),
+            }
         }
         let _ = SPENT.try_with(|s| s.set(Some(m)));
     }
-    Message::of(MutableSlot(Mutex::new(Some(value))))
+    Message::of(MutableSlot(TakeOnce::new(value)))
 }
 
 /// Keeps a spent, unreferenced message for reuse (replacing the one kept before).

@@ -254,8 +254,7 @@ struct MutableSlot<T>(TakeOnce<T>);
 
 impl<T: Send + 'static> Payload for MutableSlot<T> {
     const MESSAGE_TYPE_ID: TypeId = TypeId::of::<Mutable<T>>();
-    const REUSABLE: bool = mutable_reusable::<T>();
-    const TAKEN_ONCE: bool = true;
+    const REUSABLE_ONCE_TAKEN: bool = mutable_reusable::<T>();
     fn message_type(&self) -> MessageType {
         MessageType::of_mutable::<T>()
     }
@@ -333,9 +332,8 @@ impl Message {
     /// Wraps a mutable message: its type is `Mutable<T>` and one receiver takes the value.
     ///
     /// A mutable message whose value was taken is spent: its payload may be refilled by
-    /// this thread's next mutable message of the same type (see [`reused_mutable`]), so a
-    /// conversation by mutable messages between agents of one worker allocates nothing
-    /// per message either.
+    /// this thread's next mutable message of the same type, so a conversation by mutable
+    /// messages between agents of one worker allocates nothing per message either.
     #[inline]
     pub fn new_mutable<T: Send + 'static>(value: T) -> Self {
         if mutable_reusable::<T>() {

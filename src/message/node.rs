@@ -45,9 +45,10 @@ pub(super) trait Payload: Send + Sync + Sized + 'static {
     const REUSABLE: bool = false;
     /// Whether [`envelope`](Self::envelope) may return `Some`.
     const ENVELOPED: bool = false;
-    /// Whether a `REUSABLE` payload must be asked if it is [`spent`](Self::spent) before
-    /// it is kept for reuse (a mutable message's slot: only once its value was taken).
-    const TAKEN_ONCE: bool = false;
+    /// Whether a spent, unshared payload of this type may be refilled once it says it is
+    /// [`spent`](Self::spent) (a mutable message's slot: once its value was taken). Kept
+    /// apart from `REUSABLE`, so that the immutable payloads' check stays as it was.
+    const REUSABLE_ONCE_TAKEN: bool = false;
     /// Whether the payload's bytes may travel without their node ([`InlineBits`]): at
     /// most 8 bytes, aligned to at most 8, with no `Drop`.
     const INLINE: bool = false;
@@ -58,7 +59,7 @@ pub(super) trait Payload: Send + Sync + Sized + 'static {
         None
     }
     /// Whether the payload holds nothing left to drop, so that keeping it for reuse is
-    /// unobservable (asked of `TAKEN_ONCE` payloads only).
+    /// unobservable (asked of `REUSABLE_ONCE_TAKEN` payloads only).
     fn spent(&mut self) -> bool {
         true
     }
@@ -91,7 +92,7 @@ pub(super) struct Table {
     /// See [`Payload::MESSAGE_TYPE_ID`].
     message_type_id: TypeId,
     reusable: bool,
-    taken_once: bool,
+    reusable_once_taken: bool,
     enveloped: bool,
     inline: bool,
     message_type: for<'a> unsafe fn(&'a NodePtr) -> MessageType,
@@ -117,7 +118,7 @@ impl<P: Payload> TableOf<P> {
         node_type: TypeId::of::<P>(),
         message_type_id: P::MESSAGE_TYPE_ID,
         reusable: P::REUSABLE,
-        taken_once: P::TAKEN_ONCE,
+        reusable_once_taken: P::REUSABLE_ONCE_TAKEN,
         enveloped: P::ENVELOPED,
         inline: P::INLINE,
         message_type: message_type_of::<P>,
@@ -418,17 +419,25 @@ impl NodePtr {
         self.table().reusable
     }
 
-    /// Whether the node may be kept for reuse: its payload type is `REUSABLE`, this is the
-    /// only reference to it, and (for a `TAKEN_ONCE` payload) it is spent.
+    /// Whether the node may be kept for reuse: this is the only reference to it, and its
+    /// payload type is `REUSABLE`, or `REUSABLE_ONCE_TAKEN` and the payload is spent.
     #[inline]
     pub(super) fn is_spent(&mut self) -> bool {
         let table = self.table();
-        if !table.reusable || !self.is_unique() {
-            return false;
+        if table.reusable {
+            return self.is_unique();
         }
+        self.is_spent_once_taken()
+    }
+
+    /// [`is_spent`](Self::is_spent) for a payload that is not `REUSABLE`: out of line, so
+    /// that the immutable payloads' path is what it was.
+    #[inline(never)]
+    fn is_spent_once_taken(&mut self) -> bool {
+        let table = self.table();
         // SAFETY: the table is the payload type's own, and no other reference reaches the
         // node (the count is 1 and `&mut self` is that one).
-        !table.taken_once || unsafe { (table.spent)(self) }
+        table.reusable_once_taken && self.is_unique() && unsafe { (table.spent)(self) }
     }
 
     /// See [`Payload::message_type`].

@@ -28,8 +28,8 @@ pub(crate) struct Demand {
     /// type's table address.
     mbox: MboxId,
     /// The agent's core for a bind (`is_bind`); the payload's bytes for an inline message
-    /// (`is_inline`); nothing for a control demand (`Start`, `Finish`, the worker's stop);
-    /// the message for any other demand.
+    /// (`is_inline`); the message for any other demand (a placeholder signal for `Start`,
+    /// `Finish` and the worker's stop).
     body: Body,
 }
 
@@ -81,32 +81,12 @@ pub(crate) enum Run<'a> {
 impl Demand {
     #[inline]
     pub(crate) fn new(key: AgentKey, kind: DemandKind) -> Demand {
-        match kind {
-            DemandKind::Message { mbox, msg } => Demand::message(key, mbox, msg),
-            DemandKind::Start => Demand::control(key, START),
-            DemandKind::Finish => Demand::control(key, FINISH),
-        }
-    }
-
-    /// A control demand (`Start`, `Finish`, the worker's stop): its body holds nothing.
-    /// (It held a placeholder message: a signal looked up in the thread's list, ~40
-    /// instructions per demand in the spawn-and-stop profile.)
-    #[inline]
-    fn control(key: AgentKey, mbox: MboxId) -> Demand {
-        debug_assert!(Demand::is_control_id(mbox));
-        Demand {
-            key,
-            mbox,
-            body: Body {
-                bits: std::mem::MaybeUninit::uninit(),
-            },
-        }
-    }
-
-    /// `START`, `FINISH` or `STOP_WORKER`.
-    #[inline]
-    fn is_control_id(mbox: MboxId) -> bool {
-        mbox.0 >= STOP_WORKER.0 && mbox.0 < BIND_START.0
+        let (mbox, msg) = match kind {
+            DemandKind::Message { mbox, msg } => return Demand::message(key, mbox, msg),
+            DemandKind::Start => (START, Message::placeholder()),
+            DemandKind::Finish => (FINISH, Message::placeholder()),
+        };
+        Demand::message(key, mbox, msg)
     }
 
     /// The `Bind` that moves an agent's executor to its worker, always the agent's first
@@ -172,7 +152,7 @@ impl Demand {
     /// A message demand (what [`new`](Self::new) makes of `DemandKind::Message`).
     #[inline]
     pub(crate) fn message(key: AgentKey, mbox: MboxId, msg: Message) -> Demand {
-        debug_assert!(mbox.0 < INLINE);
+        debug_assert!(mbox.0 < INLINE || (mbox.0 >= STOP_WORKER.0 && mbox.0 < BIND_START.0));
         Demand {
             key,
             mbox,
@@ -186,7 +166,7 @@ impl Demand {
     /// demands only, so that a channel slot is a demand's 24 bytes and no more (an enum of
     /// a demand and a stop command took more, a demand having no spare bit pattern).
     pub(crate) fn stop_worker() -> Demand {
-        Demand::control(AgentKey::single(), STOP_WORKER)
+        Demand::message(AgentKey::single(), STOP_WORKER, Message::placeholder())
     }
 
     #[inline]
@@ -296,8 +276,8 @@ impl Demand {
 impl Drop for Demand {
     #[inline]
     fn drop(&mut self) {
-        if self.is_inline() || Demand::is_control_id(self.mbox) {
-            // Bytes of a payload without `Drop`, or a control demand's nothing.
+        if self.is_inline() {
+            // Bytes of a payload without `Drop`: nothing to drop.
         } else if self.is_bind() {
             // SAFETY: a bind's body is its core, dropped here once.
             unsafe { ManuallyDrop::drop(&mut self.body.core) }

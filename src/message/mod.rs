@@ -348,6 +348,14 @@ impl Message {
         Message::of(Enveloped { inner, envelope })
     }
 
+    /// A message that stands for none, where a `Message` must be. A signal: nothing is
+    /// allocated.
+    pub(crate) fn placeholder() -> Self {
+        /// Its type; no handler can subscribe to it.
+        struct NoMessage;
+        Message::new(NoMessage)
+    }
+
     #[inline]
     fn of<P: Payload>(payload: P) -> Self {
         Message {

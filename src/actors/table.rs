@@ -4,7 +4,7 @@
 //! |---|---|
 //! | `local_id` | the actor living in the slot; 0 when the slot is free (local ids start at 1) |
 //! | `mbox` | its mailbox (the direct mbox of the agent hosting it); `None` while reserved |
-//! | `alive` | cleared when the actor leaves: senders that cached the route check it |
+//! | `alive` | cleared when the actor leaves: senders that cached the route check it; made on the first `resolve` (most actors are never cached: one allocation less per registration) |
 //!
 //! A lookup is one index and one compare: `slots[hint]`, then `local_id ==`; no hashing.
 //! A freed hint goes to the free list and is reused by a later actor, with a new local id
@@ -17,7 +17,7 @@
 //! then treats it as not delivered (see `mailbox.rs`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use parking_lot::RwLock;
 
@@ -26,7 +26,8 @@ use crate::mbox::Mbox;
 struct Slot {
     local_id: u64,
     mbox: Option<Mbox>,
-    alive: Arc<AtomicBool>,
+    /// Made by the first [`ActorTable::resolve`] of the actor, under the read lock.
+    alive: OnceLock<Arc<AtomicBool>>,
 }
 
 #[derive(Default)]
@@ -51,7 +52,7 @@ impl ActorTable {
         let slot = Slot {
             local_id,
             mbox: None,
-            alive: Arc::new(AtomicBool::new(true)),
+            alive: OnceLock::new(),
         };
         if let Some(hint) = s.free.pop() {
             s.slots[hint as usize] = slot;
@@ -77,7 +78,9 @@ impl ActorTable {
         let mut s = self.slab.write();
         match s.slots.get_mut(hint as usize) {
             Some(slot) if slot.local_id == local_id && local_id != 0 => {
-                slot.alive.store(false, Ordering::Release);
+                if let Some(alive) = slot.alive.get() {
+                    alive.store(false, Ordering::Release);
+                }
                 slot.local_id = 0;
                 let mbox = slot.mbox.take();
                 s.free.push(hint);
@@ -117,7 +120,12 @@ impl ActorTable {
                 local_id: l,
                 mbox: Some(m),
                 alive,
-            }) if *l == local_id => Some((m.clone(), alive.clone())),
+            }) if *l == local_id => Some((
+                m.clone(),
+                alive
+                    .get_or_init(|| Arc::new(AtomicBool::new(true)))
+                    .clone(),
+            )),
             _ => None,
         }
     }
@@ -134,5 +142,43 @@ impl ActorTable {
     /// Actors in the table (reserved slots included).
     pub(crate) fn live(&self) -> usize {
         self.slab.read_recursive().live
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+
+    use super::ActorTable;
+
+    /// A route learnt by `resolve` goes stale when its actor leaves, and the slot's next
+    /// actor (same hint, new local id) is not reached through it; the flag is made only for
+    /// actors that are resolved.
+    #[test]
+    fn a_resolved_route_goes_stale_when_its_actor_leaves_and_never_reaches_the_next() {
+        crate::test_support::within_patience(|| {
+            crate::Environment::launch(|env| {
+                let table = ActorTable::default();
+                let hint = table.reserve(1).unwrap();
+                table.fill(hint, 1, env.create_mbox());
+                let (_, alive) = table.resolve(hint, 1).expect("registered");
+                let (_, again) = table.resolve(hint, 1).expect("registered");
+                assert!(std::sync::Arc::ptr_eq(&alive, &again), "one flag per actor");
+                assert!(alive.load(Ordering::Acquire));
+                assert!(table.remove(hint, 1));
+                assert!(!alive.load(Ordering::Acquire), "stale once it left");
+                assert_eq!(table.reserve(2), Some(hint), "the hint is reused");
+                table.fill(hint, 2, env.create_mbox());
+                assert!(table.resolve(hint, 1).is_none(), "the old id misses");
+                let (_, next) = table.resolve(hint, 2).expect("the next actor");
+                assert!(next.load(Ordering::Acquire));
+                assert!(!alive.load(Ordering::Acquire));
+                // Never resolved: removed without a flag to clear.
+                let other = table.reserve(3).unwrap();
+                assert!(table.remove(other, 3));
+                assert_eq!(table.live(), 1);
+            })
+            .unwrap();
+        });
     }
 }

@@ -333,6 +333,11 @@ impl CoopInner {
                 _ => drop(binder),
             }
         }
+        if let (Some(env), true, None) = (env, notify.is_empty(), &self.parent) {
+            // Nothing to do between the unlinking and the environment's check: one lock.
+            env.unlink_coop_finalized(self);
+            return;
+        }
         if let Some(env) = env {
             env.unlink_coop(self);
         }
@@ -450,24 +455,30 @@ pub(crate) fn register(mut coop: Coop) -> Result<CoopHandle, RegisterError> {
             s.agents.push((a.0, binder(&b).clone(), key));
         }
         s.status = Status::Registered;
+        // With no registration notices to send, step 5 has nothing that deregistration
+        // notices must wait for: it is done here, under this lock (one taking of the
+        // coop's lock less per registration).
+        s.reg_notified = coop.reg_notify.is_empty();
         s.dereg_requested.take()
     };
     let handle = CoopHandle::from_inner(&inner);
     // Step 5.
-    for m in &coop.reg_notify {
-        let _ = m.send(CoopRegistered {
-            coop: handle.clone(),
-        });
-    }
-    let held = {
-        let mut s = inner.sync.lock();
-        s.reg_notified = true;
-        s.dereg_notify_held
-            .take()
-            .map(|reason| (s.take_dereg_notify(), reason))
-    };
-    if let Some((notify, reason)) = held {
-        send_dereg_notices(&handle, notify, reason);
+    if !coop.reg_notify.is_empty() {
+        for m in &coop.reg_notify {
+            let _ = m.send(CoopRegistered {
+                coop: handle.clone(),
+            });
+        }
+        let held = {
+            let mut s = inner.sync.lock();
+            s.reg_notified = true;
+            s.dereg_notify_held
+                .take()
+                .map(|reason| (s.take_dereg_notify(), reason))
+        };
+        if let Some((notify, reason)) = held {
+            send_dereg_notices(&handle, notify, reason);
+        }
     }
     if let Some(reason) = requested {
         inner.deregister(reason);

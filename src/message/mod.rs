@@ -7,7 +7,7 @@ use std::marker::PhantomData;
 use parking_lot::Mutex;
 
 pub(crate) use node::InlineBits;
-use node::{NodePtr, Payload};
+use node::{NodePtr, Payload, TakeOnce};
 
 mod node;
 
@@ -250,12 +250,17 @@ impl<T: Send + Sync + 'static> Payload for Shared<T> {
 }
 
 /// A mutable payload: taken exactly once by its one receiver.
-struct MutableSlot<T>(Mutex<Option<T>>);
+struct MutableSlot<T>(TakeOnce<T>);
 
 impl<T: Send + 'static> Payload for MutableSlot<T> {
     const MESSAGE_TYPE_ID: TypeId = TypeId::of::<Mutable<T>>();
+    const REUSABLE_ONCE_TAKEN: bool = mutable_reusable::<T>();
     fn message_type(&self) -> MessageType {
         MessageType::of_mutable::<T>()
+    }
+    /// Spent once its receiver took the value: an empty slot holds nothing to drop.
+    fn spent(&mut self) -> bool {
+        self.0.is_taken()
     }
 }
 
@@ -279,8 +284,8 @@ impl Message {
     /// and its type is reusable; otherwise just drops it. The runtime calls this for a
     /// demand it has run.
     #[inline]
-    pub(crate) fn recycle(self) {
-        if self.node.reusable() && self.node.is_unique() {
+    pub(crate) fn recycle(mut self) {
+        if self.node.is_spent() {
             keep_payload(self);
         }
     }
@@ -325,8 +330,16 @@ impl Message {
     }
 
     /// Wraps a mutable message: its type is `Mutable<T>` and one receiver takes the value.
+    ///
+    /// A mutable message whose value was taken is spent: its payload may be refilled by
+    /// this thread's next mutable message of the same type, so a conversation by mutable
+    /// messages between agents of one worker allocates nothing per message either.
+    #[inline]
     pub fn new_mutable<T: Send + 'static>(value: T) -> Self {
-        Message::of(MutableSlot(Mutex::new(Some(value))))
+        if mutable_reusable::<T>() {
+            return reused_mutable(value);
+        }
+        Message::of(MutableSlot(TakeOnce::new(value)))
     }
 
     /// Puts `inner` into `envelope`. The result has `inner`'s type (and mutability) and is
@@ -439,7 +452,7 @@ impl Message {
     pub(crate) fn take_mutable<T: Send + 'static>(&self) -> Option<T> {
         self.node
             .downcast::<MutableSlot<T>>()
-            .and_then(|slot| slot.0.lock().take())
+            .and_then(|slot| slot.0.take())
     }
 }
 
@@ -559,6 +572,41 @@ fn reused_payload<T: Send + Sync + 'static>(value: T) -> Message {
     Message::of(Shared(value))
 }
 
+/// Whether mutable payloads of `T` are reused once taken (see [`reused_mutable`]): an
+/// empty slot holds nothing to drop, so only the size matters (the kept payload stays
+/// small).
+#[inline]
+const fn mutable_reusable<T>() -> bool {
+    std::mem::size_of::<T>() <= MUTABLE_REUSABLE_MAX_SIZE
+}
+
+/// Largest value size of a reusable mutable payload, in bytes: room for the YDB layer's
+/// event delivery (an event handle and its routing, ~112 bytes).
+const MUTABLE_REUSABLE_MAX_SIZE: usize = 256;
+
+/// A mutable message holding `value`: this thread's last spent payload refilled if it is
+/// an empty `Mutable<T>` slot, or a new one.
+///
+/// Found by the profile of the YDB layer's ping-pong: every event is a mutable message
+/// (the handle goes to one mailbox by move), and its payload's allocation and free were
+/// the largest part of a hop after the handler itself.
+#[inline]
+fn reused_mutable<T: Send + 'static>(value: T) -> Message {
+    if let Ok(Some(mut m)) = SPENT.try_with(|s| s.take()) {
+        // Unique: the thread's slot held the only reference; and spent (`recycle` keeps
+        // no other), so the assignment drops nothing.
+        if let Some(slot) = m.node.unique_mut::<MutableSlot<T>>() {
+            match slot.0.refill(value) {
+                Ok(()) => return m,
+                // Never: `recycle` keeps spent slots only. Made anew below.
+                Err(back) => return Message::of(MutableSlot(TakeOnce::new(back))),
+            }
+        }
+        let _ = SPENT.try_with(|s| s.set(Some(m)));
+    }
+    Message::of(MutableSlot(TakeOnce::new(value)))
+}
+
 /// Keeps a spent, unreferenced message for reuse (replacing the one kept before).
 #[inline]
 fn keep_payload(m: Message) {
@@ -676,5 +724,48 @@ mod tests {
         assert_eq!(m.take_mutable::<String>().as_deref(), Some("x"));
         assert_eq!(other.take_mutable::<String>(), None);
         assert_eq!(m.downcast_ref::<String>(), None);
+    }
+
+    #[test]
+    fn a_taken_mutable_payload_is_refilled_and_an_untaken_one_is_dropped_with_its_value() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        struct Counted(Arc<AtomicUsize>, u32);
+        impl Drop for Counted {
+            fn drop(&mut self) {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        let drops = Arc::new(AtomicUsize::new(0));
+        // Taken, unreferenced: the next mutable message of its type reuses the payload.
+        let m = Message::new_mutable(Counted(drops.clone(), 1));
+        let first = payload_address(&m);
+        assert_eq!(m.take_mutable::<Counted>().map(|c| c.1), Some(1));
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+        m.recycle();
+        let n = Message::new_mutable(Counted(drops.clone(), 2));
+        assert_eq!(payload_address(&n), first, "reused");
+        assert_eq!(
+            drops.load(Ordering::SeqCst),
+            1,
+            "the refill dropped nothing"
+        );
+        // Not taken (no handler took it): its value goes with the message, at once, and
+        // the payload is not kept.
+        n.recycle();
+        assert_eq!(drops.load(Ordering::SeqCst), 2);
+        // Taken but still referenced elsewhere: never refilled under the other copy.
+        let o = Message::new_mutable(Counted(drops.clone(), 3));
+        let copy = o.clone();
+        assert_eq!(o.take_mutable::<Counted>().map(|c| c.1), Some(3));
+        o.recycle();
+        let p = Message::new_mutable(Counted(drops.clone(), 4));
+        assert_ne!(payload_address(&p), payload_address(&copy));
+        assert_eq!(copy.take_mutable::<Counted>().map(|c| c.1), None);
+        assert_eq!(p.take_mutable::<Counted>().map(|c| c.1), Some(4));
+        // An immutable message of another type is not refilled from a mutable payload.
+        p.recycle();
+        let q = Message::new(5u64);
+        assert_eq!(q.downcast_ref::<u64>(), Some(&5));
+        assert_eq!(drops.load(Ordering::SeqCst), 4);
     }
 }

@@ -27,10 +27,11 @@
 #![allow(unsafe_code)]
 
 use std::any::TypeId;
+use std::cell::UnsafeCell;
 use std::marker::PhantomData;
 use std::mem::{align_of, size_of, MaybeUninit};
 use std::ptr::NonNull;
-use std::sync::atomic::{fence, AtomicUsize, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
 
 use super::{Envelope, Message, MessageType};
 
@@ -44,6 +45,10 @@ pub(super) trait Payload: Send + Sync + Sized + 'static {
     const REUSABLE: bool = false;
     /// Whether [`envelope`](Self::envelope) may return `Some`.
     const ENVELOPED: bool = false;
+    /// Whether a spent, unshared payload of this type may be refilled once it says it is
+    /// [`spent`](Self::spent) (a mutable message's slot: once its value was taken). Kept
+    /// apart from `REUSABLE`, so that the immutable payloads' check stays as it was.
+    const REUSABLE_ONCE_TAKEN: bool = false;
     /// Whether the payload's bytes may travel without their node ([`InlineBits`]): at
     /// most 8 bytes, aligned to at most 8, with no `Drop`.
     const INLINE: bool = false;
@@ -52,6 +57,11 @@ pub(super) trait Payload: Send + Sync + Sized + 'static {
     /// The envelope and the message inside it, for an envelope.
     fn envelope(&self) -> Option<(&dyn Envelope, &Message)> {
         None
+    }
+    /// Whether the payload holds nothing left to drop, so that keeping it for reuse is
+    /// unobservable (asked of `REUSABLE_ONCE_TAKEN` payloads only).
+    fn spent(&mut self) -> bool {
+        true
     }
 }
 
@@ -82,6 +92,7 @@ pub(super) struct Table {
     /// See [`Payload::MESSAGE_TYPE_ID`].
     message_type_id: TypeId,
     reusable: bool,
+    reusable_once_taken: bool,
     enveloped: bool,
     inline: bool,
     message_type: for<'a> unsafe fn(&'a NodePtr) -> MessageType,
@@ -93,6 +104,8 @@ pub(super) struct Table {
     /// bytes.
     refill: unsafe fn(&mut NodePtr, &MaybeUninit<u64>),
     envelope: for<'a> unsafe fn(&'a NodePtr) -> Option<(&'a dyn Envelope, &'a Message)>,
+    /// See [`Payload::spent`].
+    spent: unsafe fn(&mut NodePtr) -> bool,
     /// Frees the node; called once, by the last reference.
     drop: unsafe fn(*mut Header),
 }
@@ -105,6 +118,7 @@ impl<P: Payload> TableOf<P> {
         node_type: TypeId::of::<P>(),
         message_type_id: P::MESSAGE_TYPE_ID,
         reusable: P::REUSABLE,
+        reusable_once_taken: P::REUSABLE_ONCE_TAKEN,
         enveloped: P::ENVELOPED,
         inline: P::INLINE,
         message_type: message_type_of::<P>,
@@ -112,6 +126,7 @@ impl<P: Payload> TableOf<P> {
         from_bits: from_bits::<P>,
         refill: refill::<P>,
         envelope: envelope_of::<P>,
+        spent: spent_of::<P>,
         drop: drop_node::<P>,
     };
 }
@@ -128,6 +143,13 @@ unsafe fn message_type_of<P: Payload>(node: &NodePtr) -> MessageType {
 unsafe fn envelope_of<P: Payload>(node: &NodePtr) -> Option<(&dyn Envelope, &Message)> {
     // SAFETY: the caller's promise.
     unsafe { node.payload_unchecked::<P>() }.envelope()
+}
+
+/// # Safety
+/// `node`'s payload type is `P`, and no other reference reaches the node.
+unsafe fn spent_of<P: Payload>(node: &mut NodePtr) -> bool {
+    // SAFETY: a `Node<P>` (the caller's promise) reached only through `node`.
+    unsafe { &mut (*node.untagged().cast::<Node<P>>()).payload }.spent()
 }
 
 /// # Safety
@@ -205,6 +227,80 @@ impl InlineBits {
     /// `bits` and `table` are the parts of one `InlineBits`, made one again once.
     pub(crate) unsafe fn from_raw(bits: MaybeUninit<u64>, table: usize) -> InlineBits {
         InlineBits { bits, table }
+    }
+}
+
+/// A value taken at most once through a shared reference, without a lock: the payload of
+/// a mutable message (its one receiver takes the value by move).
+///
+/// | `taken` | `value` |
+/// |---|---|
+/// | `false` | holds the value |
+/// | `true` | moved out (or never refilled): uninitialised |
+///
+/// Races: two takers on two threads (copies of one message given to two receivers by a
+/// custom mbox) swap the flag; exactly one reads `false` and moves the value out, the
+/// other gets `None`. The value was written before the message was shared (its queue's
+/// hand-over orders that), and a refill happens only through `&mut` on the one reference.
+///
+/// Found by the YDB layer's profile: a parking_lot lock and unlock (two atomic read-modify-
+/// writes) around an `Option` per event; one swap now.
+pub(crate) struct TakeOnce<T> {
+    taken: AtomicBool,
+    value: UnsafeCell<MaybeUninit<T>>,
+}
+
+// SAFETY: the value is reached through `&self` only by the one `take` that swapped the
+// flag from `false` (a move out, so only `T: Send` is needed), and otherwise only through
+// `&mut self`.
+unsafe impl<T: Send> Sync for TakeOnce<T> {}
+
+impl<T> TakeOnce<T> {
+    /// Holding `value`.
+    #[inline]
+    pub(crate) fn new(value: T) -> Self {
+        TakeOnce {
+            taken: AtomicBool::new(false),
+            value: UnsafeCell::new(MaybeUninit::new(value)),
+        }
+    }
+
+    /// The value, to the first caller only.
+    #[inline]
+    pub(crate) fn take(&self) -> Option<T> {
+        if self.taken.swap(true, Ordering::Acquire) {
+            return None;
+        }
+        // SAFETY: this call swapped the flag from `false`: the value is there, and no
+        // other call reaches it again (they all read `true`); read once, left as bytes
+        // that nothing drops (`Drop` sees `taken`).
+        Some(unsafe { (*self.value.get()).assume_init_read() })
+    }
+
+    /// Whether the value has been taken (so nothing is left to drop).
+    #[inline]
+    pub(crate) fn is_taken(&mut self) -> bool {
+        *self.taken.get_mut()
+    }
+
+    /// Puts `value` back into a slot whose value was taken; gives it back otherwise.
+    #[inline]
+    pub(crate) fn refill(&mut self, value: T) -> Result<(), T> {
+        if !*self.taken.get_mut() {
+            return Err(value);
+        }
+        self.value.get_mut().write(value);
+        *self.taken.get_mut() = false;
+        Ok(())
+    }
+}
+
+impl<T> Drop for TakeOnce<T> {
+    fn drop(&mut self) {
+        if !*self.taken.get_mut() {
+            // SAFETY: not taken: the value is there, dropped once.
+            unsafe { self.value.get_mut().assume_init_drop() }
+        }
     }
 }
 
@@ -318,9 +414,30 @@ impl NodePtr {
     }
 
     /// See [`Payload::REUSABLE`].
-    #[inline]
+    #[cfg(test)]
     pub(super) fn reusable(&self) -> bool {
         self.table().reusable
+    }
+
+    /// Whether the node may be kept for reuse: this is the only reference to it, and its
+    /// payload type is `REUSABLE`, or `REUSABLE_ONCE_TAKEN` and the payload is spent.
+    #[inline]
+    pub(super) fn is_spent(&mut self) -> bool {
+        let table = self.table();
+        if table.reusable {
+            return self.is_unique();
+        }
+        self.is_spent_once_taken()
+    }
+
+    /// [`is_spent`](Self::is_spent) for a payload that is not `REUSABLE`: out of line, so
+    /// that the immutable payloads' path is what it was.
+    #[inline(never)]
+    fn is_spent_once_taken(&mut self) -> bool {
+        let table = self.table();
+        // SAFETY: the table is the payload type's own, and no other reference reaches the
+        // node (the count is 1 and `&mut self` is that one).
+        table.reusable_once_taken && self.is_unique() && unsafe { (table.spent)(self) }
     }
 
     /// See [`Payload::message_type`].
@@ -509,6 +626,53 @@ mod tests {
         drop(copy);
         assert!(n.unique_mut::<Counted>().is_none(), "another type");
         assert!(n.unique_mut::<Plain>().is_some());
+    }
+
+    #[test]
+    fn a_take_once_value_is_taken_once_refilled_only_when_taken_and_dropped_once() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let mut slot = TakeOnce::new(Counted(drops.clone(), 1));
+        assert!(!slot.is_taken());
+        assert!(
+            slot.refill(Counted(drops.clone(), 9)).is_err(),
+            "full: not refilled"
+        );
+        assert_eq!(
+            drops.load(Ordering::SeqCst),
+            1,
+            "the refused value was dropped"
+        );
+        assert_eq!(slot.take().map(|c| c.1), Some(1));
+        assert!(slot.take().is_none());
+        assert_eq!(drops.load(Ordering::SeqCst), 2);
+        assert!(slot.is_taken());
+        assert!(slot.refill(Counted(drops.clone(), 2)).is_ok());
+        drop(slot);
+        assert_eq!(
+            drops.load(Ordering::SeqCst),
+            3,
+            "an untaken value goes with its slot"
+        );
+        // Taken, then dropped: nothing dropped twice.
+        let slot = TakeOnce::new(Counted(drops.clone(), 3));
+        drop(slot.take());
+        drop(slot);
+        assert_eq!(drops.load(Ordering::SeqCst), 4);
+        // Racing takers: one gets it.
+        let slot = Arc::new(TakeOnce::new(Counted(drops.clone(), 4)));
+        let takers: Vec<_> = (0..4)
+            .map(|_| {
+                let slot = slot.clone();
+                std::thread::spawn(move || slot.take().map(|c| c.1))
+            })
+            .collect();
+        let got: Vec<_> = takers
+            .into_iter()
+            .filter_map(|t| t.join().unwrap())
+            .collect();
+        assert_eq!(got, [4]);
+        drop(slot);
+        assert_eq!(drops.load(Ordering::SeqCst), 5);
     }
 
     #[test]

@@ -144,7 +144,6 @@ fn write_loop(node: &Arc<NodeShared>, s: &Arc<Session>, gen: u64, stream: &IcStr
     let busy_period = PING_PERIODICITY.min(cfg.ping_period);
     let mut w: &IcStream = stream;
     let mut written = 0u64;
-    let mut bodies = Vec::new();
     loop {
         batch.clear();
         let mut events_out = 0;
@@ -178,11 +177,12 @@ fn write_loop(node: &Arc<NodeShared>, s: &Arc<Session>, gen: u64, stream: &IcStr
             }
             while batch.len() < BATCH && st.unconfirmed_bytes < cfg.inflight_window {
                 let mut payload = st.payload_buffer();
-                let events = st
-                    .out
-                    .fill(&mut payload, Packet::SENDER_PAYLOAD, &mut bodies);
+                let mut events = st.events_buffer();
+                st.out
+                    .fill(&mut payload, Packet::SENDER_PAYLOAD, &mut events);
                 if payload.is_empty() {
                     st.spare.push(payload);
+                    st.spare_events.push(events);
                     break;
                 }
                 events_out += events.len() as u64;
@@ -241,7 +241,6 @@ fn write_loop(node: &Arc<NodeShared>, s: &Arc<Session>, gen: u64, stream: &IcStr
             st.confirm_sent = confirm;
             st.last_confirm_at = now;
         }
-        s.recycle(&mut bodies);
         if let Err(e) = w.write_all(&batch) {
             let f = {
                 let mut st = s.state.lock();

@@ -65,10 +65,12 @@ impl OutMeta {
     }
 }
 
-/// One event waiting to leave (or partly sent).
+/// One event waiting to leave (or partly sent). A small body (up to 128 bytes) lives in
+/// the event's own slot of the outbox: queuing it allocates nothing, and nothing is freed
+/// on the writer's thread once it is sent.
 pub(crate) struct OutEvent {
     pub(crate) meta: OutMeta,
-    pub(crate) body: Vec<u8>,
+    pub(crate) body: Body,
     /// Bytes of the body already in packets.
     sent: usize,
 }
@@ -80,7 +82,7 @@ impl OutEvent {
         self.body.len() + std::mem::size_of::<OutEvent>()
     }
 
-    pub(crate) fn new(meta: OutMeta, body: Vec<u8>) -> OutEvent {
+    pub(crate) fn new(meta: OutMeta, body: Body) -> OutEvent {
         OutEvent {
             meta,
             body,
@@ -90,7 +92,7 @@ impl OutEvent {
 
     pub(crate) fn into_handle(mut self) -> EventHandle {
         if let Some(f) = self.meta.forward.as_mut() {
-            f.1 = std::mem::take(&mut self.body);
+            f.1 = std::mem::take(&mut self.body).into_vec();
         }
         self.meta.into_handle()
     }
@@ -181,15 +183,8 @@ impl Outbox {
     }
 
     /// Fills one packet payload of at most `max` bytes with parts of the waiting events;
-    /// returns the events it completes, and puts their body buffers in `bodies`. Empty
-    /// payload: nothing waits.
-    pub(crate) fn fill(
-        &mut self,
-        payload: &mut Vec<u8>,
-        max: usize,
-        bodies: &mut Vec<Vec<u8>>,
-    ) -> Vec<OutMeta> {
-        let mut done = Vec::new();
+    /// appends the events it completes to `done`. Empty payload: nothing waits.
+    pub(crate) fn fill(&mut self, payload: &mut Vec<u8>, max: usize, done: &mut Vec<OutMeta>) {
         while let Some(&ch) = self.turn.front() {
             let room = max.saturating_sub(payload.len());
             let Some(q) = self.queues.get_mut(&ch) else {
@@ -222,9 +217,8 @@ impl Outbox {
                     self.len -= 1;
                     self.bytes -= ev.cost();
                     // Keep the body for a forward on non-delivery.
-                    match ev.meta.forward.as_mut() {
-                        Some(f) => f.1 = std::mem::take(&mut ev.body),
-                        None => bodies.push(std::mem::take(&mut ev.body)),
+                    if let Some(f) = ev.meta.forward.as_mut() {
+                        f.1 = std::mem::take(&mut ev.body).into_vec();
                     }
                     done.push(ev.meta);
                 }
@@ -236,7 +230,6 @@ impl Outbox {
             // Next part from the next channel with events.
             self.turn.rotate_left(1);
         }
-        done
     }
 }
 
@@ -272,7 +265,7 @@ mod tests {
                 forward: None,
                 decode: None,
             },
-            vec![cookie as u8; len],
+            Body::from_vec(vec![cookie as u8; len]),
         )
     }
 
@@ -322,9 +315,9 @@ mod tests {
         let mut done = 0;
         loop {
             let mut p = Vec::new();
-            done += o
-                .fill(&mut p, Packet::SENDER_PAYLOAD, &mut Vec::new())
-                .len();
+            let mut completed = Vec::new();
+            o.fill(&mut p, Packet::SENDER_PAYLOAD, &mut completed);
+            done += completed.len();
             if p.is_empty() {
                 break;
             }

@@ -58,6 +58,10 @@ struct Effects {
     processed_data: bool,
     events_in: u64,
     skipped: u64,
+    /// The events completed, in order, handed to the local system in one go per read
+    /// (`send_batch`: one message and one wake-up per recipient's run, where one each cost
+    /// a message allocation, a queue push and a wake-up per event).
+    handles: Vec<EventHandle>,
 }
 
 fn run(
@@ -75,6 +79,7 @@ fn run(
     let (mut start, mut end) = (0, 0);
     // The serial of the last data packet on this connection.
     let mut prev_data: Option<u64> = None;
+    let mut handles = Vec::new();
     let err = loop {
         if buf.len() - end < READ_CHUNK / 2 {
             buf.copy_within(start..end, 0);
@@ -94,7 +99,10 @@ fn run(
         };
         end += n;
         s.last_rx.store(node.now_nanos(), Ordering::Relaxed);
-        let mut fx = Effects::default();
+        let mut fx = Effects {
+            handles: std::mem::take(&mut handles),
+            ..Effects::default()
+        };
         let result = {
             let mut input = s.input.lock();
             if s.reader_gen.load(Ordering::Acquire) != gen {
@@ -114,9 +122,13 @@ fn run(
                 (check, &mut prev_data),
                 &mut fx,
             );
+            // Delivered before the input lock is released (a resumed connection's reader
+            // waits for it: order is kept) and before the confirm is published.
+            node.system.0.send_batch(&mut fx.handles);
             s.publish_processed(input.epoch, input.last_processed);
             r
         };
+        handles = std::mem::take(&mut fx.handles);
         let (used, error) = match result {
             Ok(used) => (used, None),
             Err((used, e)) => (used, Some(e)),
@@ -312,7 +324,7 @@ fn deliver_parts(
         .with_flags(flags)
         .with_cookie(d.cookie);
         fx.events_in += 1;
-        node.system.send_handle(h);
+        fx.handles.push(h);
     }
     if let Some((ch, bytes)) = held {
         stash(input, ch, bytes, max)?;

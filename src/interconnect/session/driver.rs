@@ -144,14 +144,28 @@ fn write_loop(node: &Arc<NodeShared>, s: &Arc<Session>, gen: u64, stream: &IcStr
     let busy_period = PING_PERIODICITY.min(cfg.ping_period);
     let mut w: &IcStream = stream;
     let mut written = 0u64;
+    // This driver holds the writer's turn (`State::writing`, see `direct`).
+    let mut mine = false;
     loop {
         batch.clear();
         let mut events_out = 0;
         {
             let mut st = s.state.lock();
+            if std::mem::take(&mut mine) {
+                st.writing = false;
+            }
             st.stats.bytes_out += std::mem::take(&mut written);
             if st.gen != gen || node.is_stopping() {
                 return;
+            }
+            if st.writing {
+                // A sender writes its packet: ours would overtake it.
+                st.driver_held = true;
+                st.driver_waiting = true;
+                s.cond.wait_for(&mut st, Duration::from_millis(1));
+                st.driver_waiting = false;
+                st.driver_held = false;
+                continue;
             }
             let mode = st.checksum;
             let now = Instant::now();
@@ -170,6 +184,7 @@ fn write_loop(node: &Arc<NodeShared>, s: &Arc<Session>, gen: u64, stream: &IcStr
                     n += 1;
                 }
                 st.stats.packets_resent += n;
+                st.ready_gen = gen;
             }
             for stamp in std::mem::take(&mut st.ping_responses) {
                 let p = Packet::ping_response(confirm, stamp);
@@ -232,18 +247,33 @@ fn write_loop(node: &Arc<NodeShared>, s: &Arc<Session>, gen: u64, stream: &IcStr
                     wait = wait.min(cfg.confirm_delay);
                 }
                 wait = wait.min(dead_peer_wait(node, s, &st, now));
+                // With traffic coming in, wake up to confirm on time by ourselves: the
+                // reader then need not wake us for every packet (profile: one wake-up of
+                // this thread per packet received, for a confirm that usually goes out
+                // with the next packet anyway).
+                let rx_ago = node
+                    .now_nanos()
+                    .saturating_sub(s.last_rx.load(Ordering::Relaxed));
+                if rx_ago < PING_PERIODICITY.as_nanos() as u64 {
+                    wait = wait.min(cfg.confirm_delay);
+                }
                 wait = wait.clamp(Duration::from_millis(1), MAX_SLEEP);
                 st.driver_waiting = true;
+                st.driver_wake_at = Some(now + wait);
                 s.cond.wait_for(&mut st, wait);
+                st.driver_wake_at = None;
                 st.driver_waiting = false;
                 continue;
             }
             st.confirm_sent = confirm;
             st.last_confirm_at = now;
+            st.writing = true;
+            mine = true;
         }
         if let Err(e) = w.write_all(&batch) {
             let f = {
                 let mut st = s.state.lock();
+                st.writing = false;
                 s.lose(node, &mut st, gen, SessionError::io(&e))
             };
             f.deliver(node, s.peer);

@@ -149,7 +149,18 @@ fn run(
                 st.stats.rtt = Some(rtt);
             }
             st.confirm(fx.confirm);
-            let wake = !fx.ping_requests.is_empty() || fx.processed_data || fx.confirm > 0;
+            // The writer is woken for a ping answer, for a confirm only if it sleeps longer
+            // than the confirm delay (it wakes up by itself in time while traffic comes
+            // in), and for the confirm of ours only if events wait (the in-flight window
+            // may have opened).
+            let confirm_wake = fx.processed_data
+                && st.driver_waiting
+                && st.driver_wake_at.is_none_or(|t| {
+                    t > std::time::Instant::now() + node.cfg.confirm_delay
+                });
+            let wake = !fx.ping_requests.is_empty()
+                || confirm_wake
+                || (fx.confirm > 0 && !st.out.is_empty());
             // Only the latest request is answered: a flood of pings cannot pile up.
             if let Some(last) = fx.ping_requests.last() {
                 st.ping_responses.clear();

@@ -10,6 +10,7 @@
 //! sending may come back into a session; notices to subscribers are queued under `state`
 //! and sent in order by one thread at a time ([`Session::flush_notices`]).
 
+mod direct;
 mod driver;
 mod input;
 mod lifecycle;
@@ -90,6 +91,17 @@ pub(crate) struct State {
     pub(crate) disconnected_since: Option<Instant>,
     pub(crate) driver_started: bool,
     pub(crate) driver_waiting: bool,
+    /// The driver waits for another writer to finish (see `direct`).
+    pub(crate) driver_held: bool,
+    /// Until when the waiting driver sleeps (a reader wakes it for a confirm only if that
+    /// is later than the confirm delay).
+    pub(crate) driver_wake_at: Option<Instant>,
+    /// Someone writes packets outside the lock (the driver or a sender, see `direct`).
+    pub(crate) writing: bool,
+    /// The connection whose resends the driver has written: senders may write to it.
+    pub(crate) ready_gen: u64,
+    /// A sender's packet buffer, kept for the next.
+    pub(crate) direct_buf: Vec<u8>,
     /// Subscribers and their cookies; `announced` says whether NodeConnected was sent.
     pub(crate) subscribers: Vec<Subscriber>,
     /// Notices for subscribers, in the order they were decided: (actor, cookie,
@@ -196,6 +208,11 @@ impl Session {
                 disconnected_since: None,
                 driver_started: false,
                 driver_waiting: false,
+                driver_held: false,
+                driver_wake_at: None,
+                writing: false,
+                ready_gen: 0,
+                direct_buf: Vec::new(),
                 subscribers: Vec::new(),
                 notices: VecDeque::new(),
                 notifying: false,
@@ -245,7 +262,7 @@ impl Session {
     pub(crate) fn enqueue(self: &Arc<Self>, node: &Arc<NodeShared>, ev: OutEvent) {
         let subscribe = ev.meta.flags.contains(EventFlags::SUBSCRIBE_ON_SESSION);
         let (sender, cookie) = (ev.meta.sender, ev.meta.cookie);
-        let fallout = {
+        let (fallout, direct) = {
             let mut st = self.state.lock();
             let refused = if node.is_stopping() {
                 // The session has ended for good (see `shutdown`): nothing would send it.
@@ -269,9 +286,15 @@ impl Session {
             } else {
                 Fallout::default()
             };
-            self.wake(node, &mut st);
-            fallout
+            let direct = self.take_direct_write(node, &mut st);
+            if direct.is_none() {
+                self.wake(node, &mut st);
+            }
+            (fallout, direct)
         };
+        if let Some(w) = direct {
+            self.direct_write(node, w);
+        }
         if !fallout.is_empty() {
             fallout.deliver(node, self.peer);
         }

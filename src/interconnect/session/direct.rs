@@ -24,6 +24,7 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::driver::add_pings;
 use super::outbox::write_packet;
 use super::{Conn, SentPacket, Session, State};
 use crate::interconnect::error::SessionError;
@@ -78,6 +79,7 @@ impl Session {
         let mut bytes = std::mem::take(&mut st.direct_buf);
         bytes.clear();
         write_packet(&mut bytes, st.checksum, confirm, serial, &payload);
+        add_pings(node, st, &mut bytes, confirm, now, true);
         if st.unconfirmed.is_empty() {
             st.confirm_progress_at = now;
         }

@@ -139,9 +139,6 @@ fn write_loop(node: &Arc<NodeShared>, s: &Arc<Session>, gen: u64, stream: &IcStr
     let cfg = &node.cfg;
     let mut batch = Vec::with_capacity(BATCH + Packet::HEADER_LEN + Packet::MAX_PAYLOAD);
     let mut resend = true;
-    // No ping yet on this connection: the first goes out at once.
-    let mut last_ping: Option<Instant> = None;
-    let busy_period = PING_PERIODICITY.min(cfg.ping_period);
     let mut w: &IcStream = stream;
     let mut written = 0u64;
     // This driver holds the writer's turn (`State::writing`, see `direct`).
@@ -184,6 +181,8 @@ fn write_loop(node: &Arc<NodeShared>, s: &Arc<Session>, gen: u64, stream: &IcStr
                     n += 1;
                 }
                 st.stats.packets_resent += n;
+                // No ping yet on this connection: the first goes out at once.
+                st.last_ping = None;
                 st.ready_gen = gen;
             }
             for stamp in std::mem::take(&mut st.ping_responses) {
@@ -216,23 +215,8 @@ fn write_loop(node: &Arc<NodeShared>, s: &Arc<Session>, gen: u64, stream: &IcStr
             }
             st.stats.events_out += events_out;
             let confirm_due = confirm > st.confirm_sent;
-            // YDB's cadence: with traffic at most once a period of `busy_period`, idle once
-            // a ping period.
-            let since_ping = last_ping.map(|t| now.duration_since(t));
             let traffic = !batch.is_empty() || confirm_due;
-            let ping_due =
-                since_ping.is_none_or(|d| d >= cfg.ping_period || (traffic && d >= busy_period));
-            if ping_due {
-                last_ping = Some(now);
-                let stamp = node.now_nanos() & !Packet::PING_REQUEST_MASK;
-                let ping = Packet::ping_request(confirm, stamp);
-                write_packet(&mut batch, mode, confirm, ping.serial, &[]);
-                let micros = SystemTime::now()
-                    .duration_since(UNIX_EPOCH)
-                    .map_or(0, |d| d.as_micros() as u64);
-                let clock = Packet::clock(confirm, micros & !(7 << 61));
-                write_packet(&mut batch, mode, confirm, clock.serial, &[]);
-            }
+            add_pings(node, &mut st, &mut batch, confirm, now, traffic);
             if batch.is_empty() && confirm_due {
                 let waited = now.duration_since(st.last_confirm_at);
                 if waited >= cfg.confirm_delay {
@@ -240,7 +224,7 @@ fn write_loop(node: &Arc<NodeShared>, s: &Arc<Session>, gen: u64, stream: &IcStr
                 }
             }
             if batch.is_empty() {
-                let mut wait = last_ping.map_or(Duration::ZERO, |t| {
+                let mut wait = st.last_ping.map_or(Duration::ZERO, |t| {
                     (t + cfg.ping_period).saturating_duration_since(now)
                 });
                 if confirm_due {
@@ -280,6 +264,36 @@ fn write_loop(node: &Arc<NodeShared>, s: &Arc<Session>, gen: u64, stream: &IcStr
             return;
         }
         written = batch.len() as u64;
+    }
+}
+
+/// Appends a ping request and a clock sample if they are due (YDB's cadence: with
+/// traffic at most once a `PING_PERIODICITY`, idle once a ping period); the writer of the
+/// moment calls it (the driver, or a sender writing its own packet, see `direct`).
+pub(super) fn add_pings(
+    node: &NodeShared,
+    st: &mut State,
+    batch: &mut Vec<u8>,
+    confirm: u64,
+    now: Instant,
+    traffic: bool,
+) {
+    let cfg = &node.cfg;
+    let busy_period = PING_PERIODICITY.min(cfg.ping_period);
+    let since_ping = st.last_ping.map(|t| now.duration_since(t));
+    let ping_due =
+        since_ping.is_none_or(|d| d >= cfg.ping_period || (traffic && d >= busy_period));
+    if ping_due {
+        let mode = st.checksum;
+        st.last_ping = Some(now);
+        let stamp = node.now_nanos() & !Packet::PING_REQUEST_MASK;
+        let ping = Packet::ping_request(confirm, stamp);
+        write_packet(batch, mode, confirm, ping.serial, &[]);
+        let micros = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as u64);
+        let clock = Packet::clock(confirm, micros & !(7 << 61));
+        write_packet(batch, mode, confirm, clock.serial, &[]);
     }
 }
 

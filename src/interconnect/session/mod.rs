@@ -102,6 +102,8 @@ pub(crate) struct State {
     pub(crate) ready_gen: u64,
     /// A sender's packet buffer, kept for the next.
     pub(crate) direct_buf: Vec<u8>,
+    /// When the last ping request went out on this connection (`None`: none yet).
+    pub(crate) last_ping: Option<Instant>,
     /// Subscribers and their cookies; `announced` says whether NodeConnected was sent.
     pub(crate) subscribers: Vec<Subscriber>,
     /// Notices for subscribers, in the order they were decided: (actor, cookie,
@@ -213,6 +215,7 @@ impl Session {
                 writing: false,
                 ready_gen: 0,
                 direct_buf: Vec::new(),
+                last_ping: None,
                 subscribers: Vec::new(),
                 notices: VecDeque::new(),
                 notifying: false,

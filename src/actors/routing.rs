@@ -437,4 +437,66 @@ mod tests {
         );
         w.stop_then_join().unwrap();
     }
+
+    /// Records probes like a [`Recorder`], and passes away after probe `last`.
+    struct Quitter(Sender<Got>, u32);
+    impl Actor for Quitter {
+        fn bootstrap(&mut self, ctx: &mut ActorContext<Self>, _: ActorId) {
+            ctx.become_state(Self::on);
+        }
+    }
+    impl Quitter {
+        fn on(&mut self, ctx: &mut ActorContext<Self>, ev: EventHandle) -> Handled {
+            let Some(p) = ev.get::<Probe>() else {
+                return ev.unhandled();
+            };
+            let _ = self.0.send(Got::Probe(p.0));
+            if p.0 == self.1 {
+                let _ = ctx.pass_away();
+            }
+            Handled::Yes
+        }
+    }
+
+    #[test]
+    fn a_batch_keeps_each_recipient_s_order_and_what_follows_a_pass_away_is_undelivered() {
+        crate::test_support::within_patience(batches);
+    }
+
+    fn batches() {
+        let w = WrappedEnv::new(|_| {}).unwrap();
+        let sys = ActorSystem::start(w.environment(), SystemSetup::new(1)).unwrap();
+        let (to_sender, at_sender) = channel();
+        let (to_a, at_a) = channel();
+        let (to_b, at_b) = channel();
+        let sender = sys.register(Recorder(to_sender)).unwrap();
+        let a = sys.register(Quitter(to_a, 4)).unwrap();
+        let b = sys.register(Recorder(to_b)).unwrap();
+        let probe = |to: ActorId, n: u32| {
+            EventHandle::new(to, sender, Probe(n)).with_flags(EventFlags::TRACK_DELIVERY)
+        };
+        // Runs for a (1-2, 4-6: a passes away after 4), single events for b.
+        let mut batch = vec![
+            probe(a, 1),
+            probe(a, 2),
+            probe(b, 3),
+            probe(a, 4),
+            probe(a, 5),
+            probe(a, 6),
+            probe(b, 7),
+        ];
+        sys.0.send_batch(&mut batch);
+        assert!(batch.is_empty());
+        for n in [1, 2, 4] {
+            assert_eq!(next(&at_a), Got::Probe(n));
+        }
+        for n in [3, 7] {
+            assert_eq!(next(&at_b), Got::Probe(n));
+        }
+        // 5 and 6 came after a passed away: each is reported to its sender.
+        for _ in 0..2 {
+            assert_eq!(next(&at_sender), Got::Undelivered { unsure: false });
+        }
+        w.stop_then_join().unwrap();
+    }
 }

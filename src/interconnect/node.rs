@@ -25,8 +25,8 @@ use super::wire::{
     ClusterUuids, HandshakeRequest, HandshakeSuccess, SuccessRdma, HANDSHAKE_PROTOCOL,
 };
 use crate::actors::{
-    Body,
-    Actor, ActorContext, ActorId, ActorSystem, DeadLetterReason, EventHandle, Handled, RemoteRouter,
+    Actor, ActorContext, ActorId, ActorSystem, Body, DeadLetterReason, EventHandle, Handled,
+    RemoteRouter,
 };
 use crate::environment::{StopGuard, WeakEnv};
 use crate::stats::{Quantity, StatsSource};

@@ -47,7 +47,11 @@ impl Session {
     /// Under the state lock, right after an event was queued: cuts the packet and takes
     /// the writer's turn if the rules above allow it; `None` leaves the event to the
     /// driver.
-    pub(crate) fn take_direct_write(&self, node: &NodeShared, st: &mut State) -> Option<DirectWrite> {
+    pub(crate) fn take_direct_write(
+        &self,
+        node: &NodeShared,
+        st: &mut State,
+    ) -> Option<DirectWrite> {
         let Conn::Connected { gen, stream } = &st.conn else {
             return None;
         };
@@ -64,7 +68,8 @@ impl Session {
         let (gen, stream) = (*gen, stream.clone());
         let mut payload = st.payload_buffer();
         let mut events = st.events_buffer();
-        st.out.fill(&mut payload, Packet::SENDER_PAYLOAD, &mut events);
+        st.out
+            .fill(&mut payload, Packet::SENDER_PAYLOAD, &mut events);
         if payload.is_empty() {
             st.spare.push(payload);
             st.spare_events.push(events);

@@ -281,8 +281,7 @@ pub(super) fn add_pings(
     let cfg = &node.cfg;
     let busy_period = PING_PERIODICITY.min(cfg.ping_period);
     let since_ping = st.last_ping.map(|t| now.duration_since(t));
-    let ping_due =
-        since_ping.is_none_or(|d| d >= cfg.ping_period || (traffic && d >= busy_period));
+    let ping_due = since_ping.is_none_or(|d| d >= cfg.ping_period || (traffic && d >= busy_period));
     if ping_due {
         let mode = st.checksum;
         st.last_ping = Some(now);

@@ -155,9 +155,9 @@ fn run(
             // may have opened).
             let confirm_wake = fx.processed_data
                 && st.driver_waiting
-                && st.driver_wake_at.is_none_or(|t| {
-                    t > std::time::Instant::now() + node.cfg.confirm_delay
-                });
+                && st
+                    .driver_wake_at
+                    .is_none_or(|t| t > std::time::Instant::now() + node.cfg.confirm_delay);
             let wake = !fx.ping_requests.is_empty()
                 || confirm_wake
                 || (fx.confirm > 0 && !st.out.is_empty());

@@ -418,7 +418,7 @@ impl<A: Actor> Agent for MailboxAgent<A> {
                     drop(d);
                     a.deliver(ctx, ev, counted);
                     if let Some(mut rest) = rest {
-                        while let Some(ev) = rest.handles.next() {
+                        for ev in rest.handles.by_ref() {
                             a.deliver(ctx, ev, counted);
                         }
                     }

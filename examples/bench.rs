@@ -7,6 +7,9 @@
 #[path = "../benches/scenarios.rs"]
 mod scenarios;
 
+#[path = "bench_harmonizer/mod.rs"]
+mod harmonizer;
+
 #[cfg(feature = "interconnect")]
 #[path = "bench_ic/mod.rs"]
 mod ic;
@@ -145,6 +148,10 @@ fn main() {
     // framing over a plain socket pair.
     #[cfg(feature = "interconnect")]
     interconnect(&run, scale);
+    // YDB's harmonizer: interactive beside batch, fixed / harmonized / shared threads.
+    if run("harmonizer") {
+        harmonizer::report(quick);
+    }
 }
 
 /// The interconnect's figures.

@@ -4,8 +4,11 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use ahash::AHashSet;
+use parking_lot::Mutex;
+
 /// Why an accepted message reached no handler.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum DropReason {
     NoSubscribers,
     Filtered,
@@ -30,16 +33,54 @@ impl DropReason {
 /// One relaxed counter per reason, shared by an environment's mboxes and agents. Only
 /// drop paths touch it.
 #[derive(Default)]
-pub(crate) struct DropCounters([AtomicU64; 8]);
+pub(crate) struct DropCounters {
+    counts: [AtomicU64; 8],
+    /// With [`EnvParams::log_drops`](crate::EnvParams::log_drops): the (reason, agent type,
+    /// message type) keys logged already.
+    logged: Option<Mutex<AHashSet<DropKey>>>,
+}
+
+/// What a drop is logged once per: the reason, the agent's type, the message's type.
+type DropKey = (DropReason, &'static str, &'static str);
 
 impl DropCounters {
+    /// Counters that also log the first drop of each key when `log` is true.
+    pub(crate) fn new(log: bool) -> DropCounters {
+        DropCounters {
+            counts: Default::default(),
+            logged: log.then(Default::default),
+        }
+    }
+
     #[cold]
     pub(crate) fn count(&self, reason: DropReason) {
-        self.0[reason as usize].fetch_add(1, Ordering::Relaxed);
+        self.counts[reason as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Logs a drop through `env`'s error logger if drop logging is on and this is the first
+    /// drop of (`reason`, `agent_type`, `msg_type`); `line` says what happened. Called on
+    /// drop paths only, after [`count`](Self::count).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn note(
+        &self,
+        env: &crate::Environment,
+        (reason, agent_type, msg_type): DropKey,
+        line: impl FnOnce() -> String,
+    ) {
+        let Some(logged) = &self.logged else { return };
+        if !logged.lock().insert((reason, agent_type, msg_type)) {
+            return;
+        }
+        env.log_error(&format!(
+            "{} (logged once per agent type and message type for this reason; \
+             `EnvParams::log_drops(false)` turns it off)",
+            line()
+        ));
     }
 
     pub(crate) fn snapshot(&self) -> DropCounts {
-        let get = |r: DropReason| self.0[r as usize].load(Ordering::Relaxed);
+        let get = |r: DropReason| self.counts[r as usize].load(Ordering::Relaxed);
         DropCounts {
             no_subscribers: get(DropReason::NoSubscribers),
             filtered: get(DropReason::Filtered),

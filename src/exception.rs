@@ -104,8 +104,11 @@ pub(crate) fn react(agent: &AgentArc, failure: Failure, during: &str) {
             .map_or(ExceptionReaction::Abort, |e| e.exception_reaction());
     }
     let text = format!(
-        "agent {} failed in {during}: {failure}; reaction: {reaction:?}",
-        core.id.0
+        "agent {}{} failed in {during}: {failure}; reaction: {reaction:?}",
+        core.id.0,
+        crate::agent::name_of(core.id)
+            .map(|n| format!(" ({n})"))
+            .unwrap_or_default()
     );
     match &env {
         Some(env) => env.log_error(&text),

@@ -87,6 +87,8 @@
 //!   (one dispatcher each), local services, YDB's non-delivery rules and dead letters.
 //! - [`interconnect`]: the actor systems of several nodes (processes or machines) as one:
 //!   events to an [`ActorId`] of another node travel over TCP, YDB-framed.
+//! - [`harmonizer`]: YDB's harmonizer — threads that move between elastic thread pools
+//!   (and an actor system's pools) by measured load, within a CPU budget.
 //!
 //! The rules each part follows (protocols, orders, what happens on errors) are in the
 //! module docs: [`agent`], [`coop`], [`environment`], [`exception`], [`mbox`], [`message`],
@@ -115,6 +117,20 @@
 //!   files). It adds `rustls` (with the `ring` provider, which a C compiler builds) and
 //!   `rustls-webpki`. Without it a node runs YDB's DISABLED mode: a peer that requires TLS
 //!   is refused.
+//! - `criterion-benches`, `tls-tests` (off; for this crate's own benches and TLS tests):
+//!   they build criterion and rcgen, which cargo would otherwise build before every example
+//!   as dev-dependencies.
+//!
+//! New to agentbox? [`guide`] has a page for readers coming from SObjectizer, YDB and actix.
+//! - `tokio` (off by default): `agentbox::tokio_interop`, the bridge with async
+//!   code on tokio. Async code asks agents without blocking a runtime thread
+//!   (`tokio_interop::request_reply`, a future with a timeout), reads mchains as a future
+//!   and a `Stream` (`MChain::recv_async`, `MChain::stream`), awaits the environment's
+//!   end (`Environment::finished`) and asks YDB-style actors (`tokio_interop::ask`);
+//!   agents and actors run futures on a tokio runtime handle and get their outputs as
+//!   messages (`AgentAsyncExt::spawn_future`, `ActorAsyncExt::spawn_future`), cancelled
+//!   when the agent's coop or the actor is gone. It adds `tokio` (`rt`, `sync`, `time`)
+//!   and `futures-core` (the `Stream` trait); without it the core has no async code.
 
 // `unsafe` lives in two modules, each allowing it for itself: the message's thin node
 // (`message::node`) and the demand (`dispatcher::demand`); their tests run under miri.
@@ -132,6 +148,8 @@ pub mod dispatcher;
 mod drops;
 pub mod environment;
 pub mod exception;
+pub mod guide;
+pub mod harmonizer;
 #[cfg(feature = "interconnect")]
 pub mod interconnect;
 pub mod limits;
@@ -146,12 +164,14 @@ mod sync;
 #[cfg(test)]
 mod test_support;
 pub mod timer;
+#[cfg(feature = "tokio")]
+pub mod tokio_interop;
 pub mod trace;
 
 pub use actors::ActorId;
 pub use agent::{
-    Agent, AgentId, AgentRef, Context, DefineError, History, Priority, State, StateError,
-    SubscriptionBuilder, ThreadSafeContext, MAX_STATE_NESTING,
+    Agent, AgentId, AgentNameError, AgentRef, Context, DefineError, History, Priority, State,
+    StateError, SubscriptionBuilder, ThreadSafeContext, MAX_STATE_NESTING,
 };
 pub use coop::{Coop, CoopDeregistered, CoopHandle, CoopRegistered, DeregReason, RegisterError};
 pub use dispatcher::{BindParams, Binder, DispatcherHandle, Fifo};

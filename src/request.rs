@@ -99,14 +99,24 @@ impl<Rep> ReplyTo<Rep> {
     }
 }
 
-/// The way back of a request that came from another node (`crate::bridge`). Dropped
-/// unanswered, it tells the caller at once.
+/// The way back of a request whose caller is not a thread blocked in [`request_reply`]: a
+/// request that came from another node (`crate::bridge`), or (hook of feature `tokio`) an
+/// async caller waiting on a oneshot channel (`crate::tokio_interop`). Dropped
+/// unanswered, it tells the caller at once. Requests answered through it cost what they
+/// cost before: a blocking caller never goes through this trait.
 pub(crate) trait RemoteReply<Rep>: Send {
     fn reply(self: Box<Self>, reply: Rep) -> Result<(), ReplyError>;
+
+    /// Fails the caller with `error` ([`ReplyHandle::fail`]); by default the caller learns
+    /// only that the request was dropped.
+    fn fail(self: Box<Self>, error: RequestError) {
+        let _ = error;
+    }
 }
 
 impl<Req, Rep> Request<Req, Rep> {
-    /// A request whose answer goes back over the bridge.
+    /// A request whose answer goes back over the bridge (or, feature `tokio`, to an async
+    /// caller).
     pub(crate) fn remote(request: Req, reply_to: Box<dyn RemoteReply<Rep>>) -> Self {
         Request {
             request,
@@ -206,7 +216,7 @@ impl<Rep> ReplyHandle<Rep> {
             ReplyTo::Local(tx) => {
                 let _ = tx.send(Err(error));
             }
-            ReplyTo::Remote(r) => drop(r),
+            ReplyTo::Remote(r) => r.fail(error),
         }
     }
 }

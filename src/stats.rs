@@ -22,7 +22,11 @@
 //! | `disp/<kind>/<name>/<queue>` | `demands.count` | demands waiting in one queue |
 //! | `disp/<kind>/<name>/<thread>` | `work.count`, `work.total_ns`, `work.avg_ns` | demands run by one worker thread, their total and mean time (with activity tracking) |
 //! | `disp/<kind>/<name>/<thread>` | `wait.count`, `wait.total_ns`, `wait.avg_ns` | times the thread waited for work, in all and on average (with activity tracking) |
-//! | `ic/node<N>/peer<P>` | `connected.count` (0 or 1), `bytes_out.count`, `bytes_in.count`, `events_out.count`, `events_in.count`, `packets_resent.count`, `reconnects.count`, `sessions_ended.count`, `queued_events.count`, `rtt.us` | one interconnect session (feature `interconnect`; see `interconnect::SessionStats`) |
+//! | `disp/<kind>/<name>` | `threads.target`, `threads.min`, `threads.default`, `threads.max` | an elastic thread pool's asked-for count and bounds (built with `thread_limits`; `threads.count` is the count running) |
+//! | `disp/<kind>/<name>/wt-<i>` | `busy_us`, `cpu_us`, `parked_us`, `events.count` | an elastic pool's thread slot since the pool started: wall time not parked, the OS's CPU time of its threads, time parked, demands run |
+//! | `disp/<kind>/<name>` | `activation.lt_<2^i>us` (i = 0..22), `activation.lt_inf` | an elastic pool's activation latencies (a queue's becoming ready to its first demand starting) per power-of-two bucket, counted since the pool started |
+//! | `disp/<kind>/<name>` | `harmonizer.increasing_threads_by_needy_state`, `harmonizer.increasing_threads_by_exchange`, `harmonizer.decreasing_threads_by_starved_state`, `harmonizer.decreasing_threads_by_hoggish_state`, `harmonizer.decreasing_threads_by_exchange`, `harmonizer.is_needy`, `harmonizer.is_starved`, `harmonizer.is_hoggish` (0 or 1), `harmonizer.potential_max_thread_count_milli`, `foreign.events` | an elastic pool's harmonizer counters (see `dispatcher::elastic::HarmonizerCounters`) and the demands other pools' shared threads ran for it |
+//! | `ic/node<N>/peer<P>` | `connected.count` (0 or 1), `bytes_out.count`, `bytes_in.count`, `events_out.count`, `events_in.count`, `events_without_codec.count`, `packets_resent.count`, `reconnects.count`, `sessions_ended.count`, `queued_events.count`, `rtt.us` | one interconnect session (feature `interconnect`; see `interconnect::SessionStats`) |
 //!
 //! `<kind>` is the dispatcher kind (`one_thread`, `active_obj`, `active_group`,
 //! `thread_pool`, `strictly_ordered`, `quoted_round_robin`, `one_per_prio`) and `<name>`

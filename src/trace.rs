@@ -105,7 +105,8 @@ pub enum TraceEvent {
 pub struct TraceRecord<'a> {
     /// What happened.
     pub event: TraceEvent,
-    /// The agent concerned.
+    /// The agent concerned (its name, if it has one, is shown by the record's `Display`
+    /// and by [`TracingTracer`] as `agent_name`).
     pub agent: Option<AgentId>,
     /// The mbox the message came through.
     pub mbox: Option<MboxId>,
@@ -148,6 +149,10 @@ impl fmt::Display for TraceRecord<'_> {
         write!(f, "{:?}", self.event)?;
         if let Some(a) = self.agent {
             write!(f, " {a}")?;
+            // The agent's name, if it has one (`Context::set_name`).
+            if let Some(name) = crate::agent::name_of(a) {
+                write!(f, " ({name})")?;
+            }
         }
         if let Some(m) = self.mbox {
             write!(f, " {m}")?;
@@ -204,6 +209,7 @@ impl Tracer for TracingTracer {
             tracing::Level::TRACE,
             event = ?r.event,
             agent = r.agent.map(|a| a.as_u64()),
+            agent_name = r.agent.and_then(crate::agent::name_of).as_deref(),
             mbox = r.mbox.map(|m| m.as_u64()),
             msg_type = r.msg_type.map(|t| t.name()),
             state = r.state,

@@ -214,7 +214,16 @@ impl EventHandle {
         self.forward_target.as_deref().copied().unwrap_or_default()
     }
 
-    /// Whether the handle carries a local event of type `E` (not taken).
+    /// Whether the handle carries an event of type `E` that [`get`](Self::get) would give
+    /// (not taken): a local `E`, or an event of `E`'s type from another node that decodes
+    /// as an `E` (it is decoded here, on the first ask).
+    ///
+    /// An event from another node whose type has no codec registered on this node
+    /// ([`InterconnectSetup::event`](crate::interconnect::InterconnectSetup::event)), or
+    /// whose bytes do not decode, is not an `E`: `is` is false and the bytes stay readable
+    /// with [`serialized_bytes`](Self::serialized_bytes). The interconnect logs the first
+    /// such event of each type through the environment's error logger and counts them in
+    /// [`SessionStats::events_without_codec`](crate::interconnect::SessionStats::events_without_codec).
     pub fn is<E: Event>(&self) -> bool {
         self.get::<E>().is_some()
     }

@@ -99,6 +99,8 @@
 //! - System events: [`Bootstrap`], [`Wakeup`], [`Poison`], [`Undelivered`] (with its
 //!   8-byte wire form), [`Gone`].
 //! - [`EventHandle`]: type, flags, recipient, sender, cookie and the event.
+//! - [`stfunc!`](crate::stfunc): a state function as YDB writes one (`STFUNC` with
+//!   `hFunc`/`cFunc`/`IgnoreFunc` arms), dispatching by event type to methods.
 //! - [`ActorSystem`]: one node on an [`Environment`](crate::Environment), built from a
 //!   [`SystemSetup`] (node id, [`PoolConfig`]s, local services, start functions). Its
 //!   docs state the routing and non-delivery rules. Many systems live in one process.
@@ -114,8 +116,13 @@
 //! state function. Each pool keeps a table of its actors indexed by the hint, with the
 //! local id as generation check: a lookup is one index and one compare, no hashing.
 //!
-//! Numbers, layouts and names follow YDB's actor library (`ydb/library/actors`); the
-//! compatibility rules are restated in the project's `YDB.md`.
+//! Numbers, layouts and names follow YDB's actor library (`ydb/library/actors`): an
+//! [`ActorId`] is YDB's `TActorId` word for word (the raw words, text form and order are
+//! YDB's), event types use YDB's event spaces ([`event_space_begin`]: 64 Ki types per
+//! space, [`ES_SYSTEM`] and [`ES_INTERCONNECT`] as YDB numbers them), the system events
+//! have YDB's numbers and [`Undelivered`] its 8-byte body, [`EventFlags`] keep YDB's bits
+//! with the channel in the top 12 bits, and non-delivery follows YDB's order
+//! (`FORWARD_ON_NONDELIVERY`, then `TRACK_DELIVERY`, else nothing).
 
 mod actor;
 mod dead_letters;
@@ -129,6 +136,7 @@ mod pools;
 mod routing;
 mod services;
 mod setup;
+mod stfunc;
 mod system;
 mod system_events;
 mod table;

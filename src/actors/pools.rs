@@ -1,9 +1,13 @@
 //! Pools: one dispatcher per load class, configured in the setup.
 //!
-//! | threads | dispatcher | queues |
+//! | max threads | dispatcher | queues |
 //! |---|---|---|
 //! | 1 | [`one_thread`](crate::dispatcher::one_thread) | one FIFO for the pool |
-//! | N > 1 | [`thread_pool`](crate::dispatcher::thread_pool) with [`Fifo::Individual`] | one FIFO per mailbox |
+//! | N > 1 | elastic [`thread_pool`](crate::dispatcher::thread_pool) with [`Fifo::Individual`] | one FIFO per mailbox |
+//!
+//! A pool of more than one thread is elastic: it starts its default count, and a
+//! harmonizer may move it within `[min, max]` (YDB's `TBasicExecutorPoolConfig`; see
+//! [`elastic`](crate::dispatcher::elastic)).
 //!
 //! An actor is bound to its pool's dispatcher for life, and the pool id (its index in the
 //! setup, 0 first) is in its [`ActorId`](super::ActorId). The dispatcher is named
@@ -14,10 +18,25 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::table::ActorTable;
+use crate::dispatcher::elastic::{ElasticPool, HarmonizerSnapshot, ThreadLimits};
 use crate::dispatcher::{one_thread, thread_pool, BuildError};
 use crate::{BindParams, Binder, DispatcherHandle, Fifo};
 
 /// One pool of a system's [`SystemSetup`](super::SystemSetup).
+///
+/// The thread counts follow YDB (`TBasicExecutorPoolConfig`, spec §2.1): a default count
+/// of 0 means 1; a minimum or maximum of 0 means the default; then the minimum is clamped
+/// to `[1, default]` and the maximum to at least the default. [`threads`](Self::threads)
+/// sets all three.
+///
+/// | setting | default |
+/// |---|---|
+/// | min / default / max threads | 1 / 1 / 1 |
+/// | priority | 0 (larger is more important) |
+/// | spin threshold | 100 µs |
+/// | time per mailbox | 10 ms |
+/// | events per mailbox | 100 |
+/// | has shared thread | false |
 ///
 /// # Examples
 ///
@@ -26,13 +45,26 @@ use crate::{BindParams, Binder, DispatcherHandle, Fifo};
 ///
 /// let batch = PoolConfig::new("Batch").threads(2).activity_tracking(true);
 /// assert_eq!(batch.name(), "Batch");
+/// assert_eq!(batch.thread_limits(), (2, 2, 2));
+///
+/// let user = PoolConfig::new("User").min_threads(1).default_threads(2).max_threads(6).priority(40);
+/// assert_eq!(user.thread_limits(), (1, 2, 6));
+/// // 0 means "the default"; the minimum never exceeds it.
+/// let odd = PoolConfig::new("Odd").min_threads(5).default_threads(3).max_threads(0);
+/// assert_eq!(odd.thread_limits(), (3, 3, 3));
 /// ```
 #[derive(Debug, Clone)]
 pub struct PoolConfig {
     name: String,
-    threads: usize,
+    min_threads: usize,
+    default_threads: usize,
+    max_threads: usize,
+    priority: i32,
+    spin_threshold: Duration,
+    time_per_mailbox: Duration,
+    events_per_mailbox: usize,
+    has_shared_thread: bool,
     activity: bool,
-    events_at_once: usize,
 }
 
 impl PoolConfig {
@@ -45,21 +77,97 @@ impl PoolConfig {
     /// YDB's pool for blocking input and output.
     pub const IO: &'static str = "IO";
 
-    /// A pool named `name` with the defaults: 1 thread, no activity tracking, 4 events of
-    /// one mailbox at once (thread pools only).
+    /// A pool named `name` with the defaults of the table above and no activity tracking.
     pub fn new(name: impl Into<String>) -> PoolConfig {
         PoolConfig {
             name: name.into(),
-            threads: 1,
+            min_threads: 1,
+            default_threads: 1,
+            max_threads: 1,
+            priority: 0,
+            spin_threshold: Duration::from_micros(100),
+            time_per_mailbox: Duration::from_millis(10),
+            events_per_mailbox: 100,
+            has_shared_thread: false,
             activity: false,
-            events_at_once: 4,
         }
     }
 
-    /// Number of threads (default 1).
+    /// A fixed number of threads: sets the minimum, default and maximum to `n` (default 1).
     pub fn threads(mut self, n: usize) -> PoolConfig {
-        self.threads = n;
+        self.min_threads = n;
+        self.default_threads = n;
+        self.max_threads = n;
         self
+    }
+
+    /// Fewest threads a harmonizer may leave the pool (0: the default count).
+    pub fn min_threads(mut self, n: usize) -> PoolConfig {
+        self.min_threads = n;
+        self
+    }
+
+    /// Threads the pool starts with (YDB's `DefaultThreadCount`; 0 means 1).
+    pub fn default_threads(mut self, n: usize) -> PoolConfig {
+        self.default_threads = n;
+        self
+    }
+
+    /// Most threads a harmonizer may give the pool (0: the default count). A pool whose
+    /// maximum is above 1 is a thread pool.
+    pub fn max_threads(mut self, n: usize) -> PoolConfig {
+        self.max_threads = n;
+        self
+    }
+
+    /// Importance for a harmonizer: larger is more important (default 0).
+    pub fn priority(mut self, p: i32) -> PoolConfig {
+        self.priority = p;
+        self
+    }
+
+    /// How long an idle thread spins before it parks (default 100 µs).
+    pub fn spin_threshold(mut self, t: Duration) -> PoolConfig {
+        self.spin_threshold = t;
+        self
+    }
+
+    /// Time a thread spends on one mailbox before it lets another waiting mailbox go
+    /// first (pools of more than one thread; default 10 ms).
+    pub fn time_per_mailbox(mut self, t: Duration) -> PoolConfig {
+        self.time_per_mailbox = t;
+        self
+    }
+
+    /// Events of one mailbox a thread runs before it lets another waiting mailbox go
+    /// first (pools of more than one thread; default 100; 0 is taken as 1).
+    pub fn events_per_mailbox(mut self, n: usize) -> PoolConfig {
+        self.events_per_mailbox = n;
+        self
+    }
+
+    /// Whether one of the pool's threads is a shared thread that serves other pools for
+    /// bounded slices when its own pool has nothing to do (default false). Counted in the
+    /// pool's threads; the pools it serves are set by a harmonizer.
+    pub fn has_shared_thread(mut self, on: bool) -> PoolConfig {
+        self.has_shared_thread = on;
+        self
+    }
+
+    /// The clamped `(min, default, max)` thread counts.
+    pub fn thread_limits(&self) -> (usize, usize, usize) {
+        let l = self.limits();
+        (l.min, l.default, l.max)
+    }
+
+    /// The pool's limits as the elastic thread pool takes them.
+    fn limits(&self) -> ThreadLimits {
+        ThreadLimits {
+            priority: self.priority,
+            has_shared_thread: self.has_shared_thread,
+            spin_threshold: self.spin_threshold,
+            ..ThreadLimits::new(self.min_threads, self.default_threads, self.max_threads)
+        }
     }
 
     /// Whether the pool measures the time its threads work and its queue length (default
@@ -70,11 +178,10 @@ impl PoolConfig {
         self
     }
 
-    /// Events of one mailbox a thread runs before it lets another mailbox go first (pools
-    /// of more than one thread; default 4).
-    pub fn events_at_once(mut self, n: usize) -> PoolConfig {
-        self.events_at_once = n;
-        self
+    /// The same as [`events_per_mailbox`](Self::events_per_mailbox) (the name before
+    /// YDB's fields came).
+    pub fn events_at_once(self, n: usize) -> PoolConfig {
+        self.events_per_mailbox(n)
     }
 
     /// The pool's name.
@@ -90,8 +197,21 @@ pub struct PoolStats {
     pub pool_id: u32,
     /// The pool's name.
     pub name: String,
-    /// Its threads.
+    /// Its threads running now.
     pub threads: usize,
+    /// The thread count asked for (a harmonizer's; threads follow it cooperatively).
+    pub current_threads: usize,
+    /// The configured minimum thread count.
+    pub min_threads: usize,
+    /// The configured default thread count.
+    pub default_threads: usize,
+    /// The configured maximum thread count.
+    pub max_threads: usize,
+    /// YDB's `PotentialMaxThreadCount` of the last harmonizer step, in thousandths of a
+    /// thread (0 without a harmonizer).
+    pub potential_max_threads_milli: u64,
+    /// The harmonizer's counters of this pool (all zero without a harmonizer).
+    pub harmonizer: HarmonizerSnapshot,
     /// Actors registered on it and not passed away.
     pub actors: usize,
     /// Events its actors handled (bootstraps included).
@@ -110,9 +230,12 @@ pub(crate) struct Pool {
     pub(crate) id: u32,
     pub(crate) name: Arc<str>,
     threads: usize,
+    limits: ThreadLimits,
     pub(crate) activity: bool,
     /// Keeps the dispatcher alive while the system lives.
     _disp: DispatcherHandle,
+    /// `_disp.elastic()`, kept (pools of more than one thread).
+    elastic_pool: Option<Arc<dyn ElasticPool>>,
     pub(crate) binder: Binder,
     pub(crate) table: ActorTable,
     pub(crate) handled: AtomicU64,
@@ -125,7 +248,8 @@ pub(crate) struct Pool {
 impl Pool {
     pub(crate) fn start(node_id: u32, id: u32, cfg: &PoolConfig) -> Result<Pool, BuildError> {
         let disp_name = format!("node{node_id}-{}", cfg.name);
-        let (disp, binder) = if cfg.threads == 1 {
+        let limits = cfg.limits();
+        let (disp, binder) = if limits.max == 1 {
             let d = one_thread::Builder::new()
                 .name(disp_name)
                 .activity_tracking(cfg.activity)
@@ -135,8 +259,9 @@ impl Pool {
         } else {
             let d = thread_pool::Builder::new()
                 .name(disp_name)
-                .threads(cfg.threads)
-                .max_demands_at_once(cfg.events_at_once)
+                .limits(limits.clone())
+                .max_demands_at_once(cfg.events_per_mailbox.max(1))
+                .max_time_at_once(cfg.time_per_mailbox)
                 .activity_tracking(cfg.activity)
                 .build()?;
             let b = d.binder_with(BindParams::new().fifo(Fifo::Individual));
@@ -145,7 +270,9 @@ impl Pool {
         Ok(Pool {
             id,
             name: cfg.name.as_str().into(),
-            threads: cfg.threads,
+            threads: limits.max,
+            elastic_pool: disp.elastic(),
+            limits,
             activity: cfg.activity,
             _disp: disp,
             binder,
@@ -176,9 +303,22 @@ impl Pool {
     }
 
     pub(crate) fn stats(&self) -> PoolStats {
+        let (running, current) = match &self.elastic_pool {
+            Some(e) => {
+                let s = e.sample();
+                (s.running_threads, s.target_threads)
+            }
+            None => (self.threads, self.threads),
+        };
+        let harmonizer = self
+            .elastic_pool
+            .as_ref()
+            .map(|e| e.counters().snapshot())
+            .unwrap_or_default();
         let work = Duration::from_nanos(self.work_ns.load(Ordering::Relaxed));
         let idle = if self.activity {
-            let total = self.started.elapsed() * u32::try_from(self.threads).unwrap_or(u32::MAX);
+            // Approximate for elastic pools (the count may have changed): the current one.
+            let total = self.started.elapsed() * u32::try_from(running).unwrap_or(u32::MAX);
             total.saturating_sub(work)
         } else {
             Duration::ZERO
@@ -188,12 +328,100 @@ impl Pool {
         PoolStats {
             pool_id: self.id,
             name: self.name.to_string(),
-            threads: self.threads,
+            threads: running,
+            current_threads: current,
+            min_threads: self.limits.min,
+            default_threads: self.limits.default,
+            max_threads: self.limits.max,
+            potential_max_threads_milli: harmonizer.potential_max_thread_count_milli,
+            harmonizer,
             actors: self.table.live(),
             events_handled: self.handled.load(Ordering::Relaxed),
             queue_length: enq.saturating_sub(deq),
             work,
             idle,
         }
+    }
+}
+
+impl Pool {
+    /// The pool's dispatcher as an elastic pool (the harmonizer's hook), if its thread
+    /// count can change.
+    pub(crate) fn elastic(&self) -> Option<Arc<dyn ElasticPool>> {
+        self.elastic_pool.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+
+    use super::{Pool, PoolConfig};
+
+    #[test]
+    fn ydb_defaults_and_clamping() {
+        let c = PoolConfig::new("P");
+        assert_eq!(c.thread_limits(), (1, 1, 1));
+        let l = c.limits();
+        assert_eq!(l.priority, 0);
+        assert!(!l.has_shared_thread);
+        assert_eq!(l.spin_threshold.as_micros(), 100);
+        assert_eq!(c.time_per_mailbox.as_millis(), 10);
+        assert_eq!(c.events_per_mailbox, 100);
+        // Default 0 is 1; min and max 0 are the default.
+        let c = PoolConfig::new("P")
+            .default_threads(0)
+            .min_threads(0)
+            .max_threads(0);
+        assert_eq!(c.thread_limits(), (1, 1, 1));
+        let c = PoolConfig::new("P").default_threads(3);
+        assert_eq!(c.thread_limits(), (1, 3, 3), "min 1 stays, max 1 rises");
+        let c = PoolConfig::new("P").threads(4).max_threads(2);
+        assert_eq!(
+            c.thread_limits(),
+            (4, 4, 4),
+            "max below default is the default"
+        );
+        let c = PoolConfig::new("P").threads(2).events_at_once(7);
+        assert_eq!(c.events_per_mailbox, 7);
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore)] // starts threads
+    fn a_pool_of_several_threads_is_elastic_and_reports_its_counts() {
+        let cfg = PoolConfig::new("User")
+            .min_threads(1)
+            .default_threads(2)
+            .max_threads(4)
+            .priority(3);
+        let pool = Pool::start(1, 0, &cfg).unwrap();
+        let e = pool._disp.elastic().expect("elastic");
+        assert_eq!(e.limits().priority, 3);
+        let s = pool.stats();
+        assert_eq!(
+            (
+                s.threads,
+                s.current_threads,
+                s.min_threads,
+                s.default_threads,
+                s.max_threads
+            ),
+            (2, 2, 1, 2, 4)
+        );
+        e.set_thread_count(3);
+        e.counters()
+            .decreasing_threads_by_hoggish_state
+            .fetch_add(1, Ordering::Relaxed);
+        e.counters()
+            .potential_max_thread_count_milli
+            .store(3500, Ordering::Relaxed);
+        let s = pool.stats();
+        assert_eq!((s.threads, s.current_threads), (3, 3));
+        assert_eq!(s.harmonizer.decreasing_threads_by_hoggish_state, 1);
+        assert_eq!(s.potential_max_threads_milli, 3500);
+        // One thread: the one_thread dispatcher, not elastic.
+        let one = Pool::start(1, 1, &PoolConfig::new("System")).unwrap();
+        assert!(one._disp.elastic().is_none());
+        assert_eq!(one.stats().max_threads, 1);
     }
 }

@@ -8,6 +8,7 @@ use super::pools::PoolConfig;
 use super::services::ServiceError;
 use super::system::{ActorSystem, RegisterActorError};
 use crate::dispatcher::BuildError;
+use crate::harmonizer::{HarmonizerBuilder, HarmonizerError};
 
 /// Registers a service's actor at start: gets the system and the pool id.
 pub(crate) type ServiceFactory =
@@ -35,6 +36,7 @@ pub struct SystemSetup {
     pub(crate) services: Vec<(ActorId, String, ServiceFactory)>,
     pub(crate) on_start: Vec<StartFn>,
     pub(crate) first_local_id: Option<u64>,
+    pub(crate) harmonizer: Option<HarmonizerBuilder>,
 }
 
 impl SystemSetup {
@@ -47,6 +49,7 @@ impl SystemSetup {
             services: Vec::new(),
             on_start: Vec::new(),
             first_local_id: None,
+            harmonizer: None,
         }
     }
 
@@ -80,6 +83,30 @@ impl SystemSetup {
         self
     }
 
+    /// Harmonizes the system's pools (YDB's harmonizer, see [`crate::harmonizer`]): at
+    /// start every elastic pool (a pool configured with a range of threads) is added to
+    /// `harmonizer`, in pool id order, and the system keeps the
+    /// [`Harmonizer`](crate::harmonizer::Harmonizer) while it lives
+    /// ([`ActorSystem::harmonizer`]). Pools of a fixed thread count are left as they are.
+    /// Pass `Harmonizer::builder()` for YDB's defaults (period 1 s), with
+    /// [`cpu_budget`](HarmonizerBuilder::cpu_budget) to set the budget.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use agentbox::actors::{PoolConfig, SystemSetup};
+    /// use agentbox::harmonizer::Harmonizer;
+    ///
+    /// let setup = SystemSetup::new(1)
+    ///     .pool(PoolConfig::new(PoolConfig::USER))
+    ///     .harmonize(Harmonizer::builder().cpu_budget(2.0));
+    /// # let _ = setup;
+    /// ```
+    pub fn harmonize(mut self, harmonizer: HarmonizerBuilder) -> SystemSetup {
+        self.harmonizer = Some(harmonizer);
+        self
+    }
+
     /// The local id of the first actor (default YDB's: `unix seconds << 32`); each later
     /// actor gets the next one. Local ids are never reused within the system.
     pub fn first_local_id(mut self, id: u64) -> SystemSetup {
@@ -95,6 +122,7 @@ impl std::fmt::Debug for SystemSetup {
             .field("pools", &self.pools)
             .field("services", &self.services.len())
             .field("on_start", &self.on_start.len())
+            .field("harmonizer", &self.harmonizer)
             .finish()
     }
 }
@@ -130,6 +158,9 @@ pub enum SystemError {
         #[source]
         source: RegisterActorError,
     },
+    /// The harmonizer of [`SystemSetup::harmonize`] could not be built.
+    #[error("harmonizer: {0}")]
+    Harmonizer(#[source] HarmonizerError),
     /// A local service id is not a service id.
     #[error(transparent)]
     Service(#[from] ServiceError),

@@ -17,6 +17,7 @@ use super::pools::{Pool, PoolConfig, PoolStats};
 use super::routing::Route;
 use super::services::{LocalServices, ServiceError};
 use super::setup::{SystemError, SystemSetup};
+use crate::harmonizer::Harmonizer;
 use crate::stats::{Quantity, SourceReg, StatsSource};
 use crate::{AgentRef, Environment, Mbox, RegisterError};
 
@@ -136,6 +137,8 @@ pub(crate) struct SystemInner {
     stats_registered: AtomicBool,
     /// Where events for other nodes go, once an interconnect is installed.
     pub(crate) remote: OnceLock<Box<dyn RemoteRouter>>,
+    /// The harmonizer of the system's elastic pools (`SystemSetup::harmonize`).
+    harmonizer: Option<Harmonizer>,
 }
 
 /// The hook of the interconnect: takes the events whose recipient is on another node
@@ -188,6 +191,22 @@ impl ActorSystem {
             })?;
             pools.push(pool);
         }
+        let harmonizer = match setup.harmonizer {
+            Some(mut builder) => {
+                let mut any = false;
+                for pool in &pools {
+                    if let Some(elastic) = pool.elastic() {
+                        builder = builder.pool(elastic);
+                        any = true;
+                    }
+                }
+                match any {
+                    true => Some(builder.build().map_err(SystemError::Harmonizer)?),
+                    false => None,
+                }
+            }
+            None => None,
+        };
         let first = setup.first_local_id.unwrap_or_else(|| {
             let secs = SystemTime::now()
                 .duration_since(UNIX_EPOCH)
@@ -210,6 +229,7 @@ impl ActorSystem {
                 stats_reg: SourceReg::new(source),
                 stats_registered: AtomicBool::new(false),
                 remote: OnceLock::new(),
+                harmonizer,
             }
         });
         let system = ActorSystem(inner);
@@ -363,6 +383,13 @@ impl ActorSystem {
             forwarded: c.forwarded.load(Ordering::Relaxed),
             pools: self.0.pools.iter().map(Pool::stats).collect(),
         }
+    }
+
+    /// The harmonizer of the system's elastic pools, if the setup asked for one
+    /// ([`SystemSetup::harmonize`]) and a pool is elastic; its
+    /// [`stats`](Harmonizer::stats) show each pool's thread counts and operations.
+    pub fn harmonizer(&self) -> Option<&Harmonizer> {
+        self.0.harmonizer.as_ref()
     }
 
     /// The figures of pool `pool_id`.

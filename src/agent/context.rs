@@ -237,6 +237,42 @@ impl<A: Agent> Context<A> {
         &self.env
     }
 
+    /// Gives the agent a name (SObjectizer's `so_agent_name`), shown with its id in the
+    /// error logger's lines about it and readable by anyone holding its
+    /// [`AgentRef`](crate::AgentRef) ([`AgentRef::name`](crate::AgentRef::name)). Names are
+    /// free text and need not be unique. Call it in `define` to have the name from
+    /// registration on.
+    ///
+    /// # Errors
+    ///
+    /// [`AgentNameError::AlreadyNamed`](super::AgentNameError::AlreadyNamed) if the agent
+    /// has a name already (a name is set once; the first one stays).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use agentbox::prelude::*;
+    ///
+    /// struct Worker(u32);
+    /// impl Agent for Worker {
+    ///     fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+    ///         ctx.set_name(format!("worker-{}", self.0)).unwrap();
+    ///         assert!(ctx.set_name("again").is_err());
+    ///         Ok(())
+    ///     }
+    ///     fn on_start(&mut self, ctx: &mut Context<Self>) {
+    ///         ctx.deregister_coop(DeregReason::Normal);
+    ///     }
+    /// }
+    /// Environment::launch(|env| {
+    ///     env.introduce_coop(|coop| { coop.add_agent(Worker(7)); }).unwrap();
+    /// })
+    /// .unwrap();
+    /// ```
+    pub fn set_name(&mut self, name: impl Into<String>) -> Result<(), super::AgentNameError> {
+        super::name::set(self.id, name.into())
+    }
+
     /// The agent's coop; `None` before registration.
     pub fn coop(&self) -> Option<CoopHandle> {
         let core = self.this.upgrade()?;

@@ -235,6 +235,7 @@ impl Drop for AgentCore {
     /// Messages that waited for a binding that never came (the registration failed) are
     /// counted as dropped: their receiver is gone without having started.
     fn drop(&mut self) {
+        super::name::forget(self.id);
         let pending = std::mem::take(&mut self.unbound.get_mut().pending);
         for kind in pending {
             if let DemandKind::Message { mbox, msg } = kind {
@@ -287,6 +288,12 @@ impl AgentRef {
     /// The agent's priority (delivery order in multi-consumer mboxes, binding order).
     pub fn priority(&self) -> Priority {
         self.0.priority
+    }
+
+    /// The agent's name, if it was given one
+    /// ([`Context::set_name`](crate::Context::set_name)).
+    pub fn name(&self) -> Option<Arc<str>> {
+        super::name::get(self.0.id)
     }
 
     /// Queues a message from mbox `mbox` for this agent. Custom mboxes call this for each

@@ -271,6 +271,7 @@ impl<A: Agent> Inner<A> {
                     }
                     // No handler in this state: dropped.
                     self.ctx.env.0.drops.count(DropReason::NoHandler);
+                    self.note_no_handler(ty);
                     trace::emit(&self.ctx.trace, || {
                         TraceRecord::new(TraceEvent::NoHandler)
                             .agent(self.ctx.id)
@@ -335,6 +336,29 @@ impl<A: Agent> Inner<A> {
 }
 
 impl<A: Agent> Inner<A> {
+    /// Logs a message dropped for want of a handler (the first of its kind, with
+    /// `EnvParams::log_drops`); see `DropCounters::note`.
+    #[cold]
+    #[inline(never)]
+    fn note_no_handler(&self, ty: crate::MessageType) {
+        let env = &self.ctx.env;
+        let key = (DropReason::NoHandler, std::any::type_name::<A>(), ty.name());
+        env.0.drops.note(env, key, || {
+            let name = super::name::get(self.ctx.id);
+            format!(
+                "{}{} of type {} dropped a message of type {}: no handler in its \
+                 current state `{}` nor in its parents. A subscription made in the default \
+                 state is not seen while the agent is in a state of its own: subscribe in \
+                 the state that must handle it, or in a parent of that state",
+                self.ctx.id,
+                name.map(|n| format!(" ({n})")).unwrap_or_default(),
+                key.1,
+                key.2,
+                self.ctx.states.current.name(),
+            )
+        });
+    }
+
     /// Runs `f` under the panic boundary; a panic or an error becomes a [`Failure`] for
     /// the exception reaction. Inlined into `execute`: a frame of its own cost the message
     /// path its register saves and restores (callgrind).

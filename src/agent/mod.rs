@@ -21,6 +21,7 @@ mod context;
 pub(crate) mod core;
 pub(crate) mod exec;
 mod fast_types;
+mod name;
 mod state;
 mod subscription;
 
@@ -32,6 +33,8 @@ use thiserror::Error;
 pub use self::core::AgentRef;
 pub(crate) use self::core::{activate, direct_deliver, AgentArc, AgentCore, AgentExec};
 pub use context::{Context, ThreadSafeContext};
+pub(crate) use name::get as name_of;
+pub use name::AgentNameError;
 pub use state::{History, State, StateError, MAX_STATE_NESTING};
 pub use subscription::SubscriptionBuilder;
 

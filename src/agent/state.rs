@@ -77,8 +77,13 @@ pub enum StateError {
 /// after `on_finish` (running the `on_exit` hooks of the states it leaves, leaf first; not
 /// after a panic).
 ///
-/// A whole state machine — substates, a `time_limit` fallback, `on_enter`/`on_exit` hooks,
-/// a periodic timer that lives only while in a state — is `examples/connection.rs`.
+/// A whole state machine is the crate's example `connection` (the file
+/// `examples/connection.rs` in the source repository; run it with
+/// `cargo run --example connection`): a connection that goes `disconnected` →
+/// `connecting` → `connected`, where `connecting` has a 50 ms `time_limit` that falls back
+/// to `failed` and retries, `connected` has the substates `idle` and `busy` and
+/// `on_enter`/`on_exit` hooks, and a heartbeat from `send_periodic` lives only while
+/// `connected` (its timer handle is dropped in `on_exit`).
 ///
 /// # Examples
 ///

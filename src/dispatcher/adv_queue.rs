@@ -105,6 +105,11 @@ impl<P: Protocol> AdvQueue<P> {
         })
     }
 
+    /// The protocol's own part of the queue.
+    pub(crate) fn proto(&self) -> &P {
+        &self.proto
+    }
+
     /// Demands waiting to start.
     pub(crate) fn len(&self) -> usize {
         self.state.lock().demands.len()

@@ -54,12 +54,15 @@
 //! }).unwrap();
 //! ```
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
+use std::time::Instant;
 
 use ahash::AHashMap;
 use parking_lot::Mutex;
 
 use super::adv_queue::{AdvQueue, Protocol};
+use super::elastic::{PoolOps, ThreadCtl, ThreadLimits};
 use super::one_thread::quantity;
 use super::pool::{thread_count, ReadyQueue, Workers};
 use super::unwind::{self, Gone};
@@ -76,6 +79,7 @@ use crate::stats::{Quantity, SourceReg, StatsSource};
 pub struct Builder {
     common: CommonParams,
     threads: Option<usize>,
+    limits: Option<ThreadLimits>,
 }
 
 impl Builder {
@@ -86,9 +90,38 @@ impl Builder {
 
     common_builder_methods!();
 
-    /// Number of worker threads (default: `std::thread::available_parallelism`).
+    /// Number of worker threads (default: `std::thread::available_parallelism`); a fixed
+    /// count (clears [`thread_limits`](Self::thread_limits)).
     pub fn threads(mut self, n: usize) -> Self {
         self.threads = Some(n);
+        self.limits = None;
+        self
+    }
+
+    /// Makes the pool elastic with these thread bounds (see
+    /// [`ThreadLimits::new`](crate::dispatcher::elastic::ThreadLimits::new) for the
+    /// clamping): it starts `default` threads, measures them, and its
+    /// [`DispatcherHandle::elastic`] lets a harmonizer change the count within
+    /// `[min, max]` while it runs.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use agentbox::dispatcher::adv_thread_pool;
+    ///
+    /// let pool = adv_thread_pool::Builder::new().thread_limits(2, 2, 3).build().unwrap();
+    /// let elastic = pool.elastic().unwrap();
+    /// elastic.set_thread_count(0); // clamped to the minimum
+    /// assert_eq!(elastic.thread_count(), 2);
+    /// ```
+    pub fn thread_limits(self, min: usize, default: usize, max: usize) -> Self {
+        self.limits(ThreadLimits::new(min, default, max))
+    }
+
+    /// Makes the pool elastic with these limits: see
+    /// [`thread_limits`](Self::thread_limits).
+    pub fn limits(mut self, limits: ThreadLimits) -> Self {
+        self.limits = Some(limits.normalized());
         self
     }
 
@@ -99,13 +132,26 @@ impl Builder {
     /// [`BuildError::InvalidParameter`] for 0 threads; [`BuildError::Spawn`] (the threads
     /// started are stopped).
     pub fn build(self) -> Result<DispatcherHandle, BuildError> {
-        let threads = thread_count(self.threads)?;
         let name = self.common.name("adv_thread_pool");
+        let ctl = match self.limits {
+            Some(l) => ThreadCtl::elastic(&name, l),
+            None => ThreadCtl::fixed(&name, thread_count(self.threads)?),
+        };
         let ready: Arc<ReadyQueue<Arc<Queue>>> = Arc::new(ReadyQueue::new());
         let r = ready.clone();
-        let workers = Workers::spawn(&name, threads, ready.clone(), move |_| {
-            while let Some(q) = r.next() {
-                q.serve();
+        let c = ctl.clone();
+        let workers = Workers::spawn(&name, ctl.clone(), ready.clone(), move |slot| {
+            if c.is_measured() {
+                let mut clock = c.clock(slot);
+                while let Some(q) = c.ask(&mut clock, &r) {
+                    c.activated(q.proto().ready_at.load(Ordering::Relaxed));
+                    q.serve();
+                    clock.events += 1;
+                }
+            } else {
+                while let Some(q) = r.next() {
+                    q.serve();
+                }
             }
         })?;
         let core = Arc::new(Core {
@@ -113,15 +159,25 @@ impl Builder {
             ready,
             workers,
             queues: Mutex::new(AHashMap::new()),
+            ctl: ctl.clone(),
         });
-        Ok(DispatcherHandle::new(
+        if ctl.is_measured() {
+            let ops: Arc<dyn PoolOps> = core.clone();
+            ctl.attach(Arc::downgrade(&ops));
+        }
+        let handle = DispatcherHandle::new(
             "adv_thread_pool",
             name,
             Binder(Arc::new(AdvBinder {
                 stats: SourceReg::new(core.clone()),
                 core,
             })),
-        ))
+        );
+        Ok(if ctl.is_measured() {
+            handle.with_elastic(ctl.handle())
+        } else {
+            handle
+        })
     }
 }
 
@@ -131,6 +187,47 @@ struct Core {
     ready: Arc<ReadyQueue<Arc<Queue>>>,
     workers: Workers<Arc<Queue>>,
     queues: Mutex<AHashMap<u64, Arc<Queue>>>,
+    ctl: Arc<ThreadCtl>,
+}
+
+impl Drop for Core {
+    fn drop(&mut self) {
+        self.ctl.detach();
+    }
+}
+
+impl PoolOps for Core {
+    fn set_count(&self, n: usize) {
+        // A thread that cannot start leaves the count lower; the harmonizer sees it in
+        // the next sample.
+        let _ = self.workers.set_count(n);
+    }
+
+    /// One demand per queue taken (the queue's protocol puts it back if its head can
+    /// start), as the pool's own threads do.
+    fn foreign_slice(&self, deadline: Instant) -> usize {
+        let start = Instant::now();
+        let mut ran = 0;
+        while Instant::now() < deadline {
+            let Some(q) = self.ready.take_for_foreign() else {
+                break;
+            };
+            self.ctl
+                .activated(q.proto().ready_at.load(Ordering::Relaxed));
+            q.serve();
+            ran += 1;
+        }
+        self.ctl.served_foreign(ran, start);
+        ran
+    }
+
+    fn nudge(&self) {
+        self.ready.wake(1);
+    }
+
+    fn ready_len(&self) -> usize {
+        self.ready.len()
+    }
 }
 
 impl StatsSource for Core {
@@ -142,6 +239,9 @@ impl StatsSource for Core {
             self.workers.count(),
         ));
         out(quantity(&self.prefix, "agent.count", queues.len()));
+        if self.ctl.is_measured() {
+            super::elastic::distribute(&self.ctl, &self.prefix, out);
+        }
         for (id, q) in queues.iter() {
             let prefix = format!("{}/aq-{id}", self.prefix);
             out(quantity(&prefix, "demands.count", q.len()));
@@ -156,6 +256,10 @@ struct Agents {
     ready: Weak<ReadyQueue<Arc<Queue>>>,
     /// The queue's agent, for the demands dropped after it finished.
     gone: Gone,
+    /// The pool's threads (for the activation stamp of elastic pools).
+    ctl: Arc<ThreadCtl>,
+    /// When the queue last went into the ready list (elastic pools).
+    ready_at: AtomicU64,
 }
 
 /// The executor of the queue's agent, once its `Bind` demand has run.
@@ -234,6 +338,9 @@ impl Protocol for Agents {
 
     fn make_ready(&self, q: Arc<Queue>) {
         if let Some(ready) = self.ready.upgrade() {
+            if self.ctl.is_measured() {
+                self.ready_at.store(self.ctl.stamp(), Ordering::Relaxed);
+            }
             ready.push(q);
         }
     }
@@ -263,6 +370,8 @@ impl BinderImpl for AdvBinder {
         let queue = AdvQueue::new(Agents {
             ready,
             gone: Gone::of(&agent.0),
+            ctl: self.core.ctl.clone(),
+            ready_at: AtomicU64::new(0),
         });
         self.core
             .queues

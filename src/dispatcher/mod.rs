@@ -33,6 +33,7 @@ pub mod active_obj;
 pub(crate) mod activity;
 pub(crate) mod adv_queue;
 pub mod adv_thread_pool;
+pub mod elastic;
 pub mod one_per_prio;
 pub mod one_thread;
 pub(crate) mod pool;
@@ -148,6 +149,7 @@ pub struct DispatcherHandle {
     with_params: Option<Arc<BinderFactory>>,
     name: Arc<str>,
     kind: &'static str,
+    elastic: Option<Arc<dyn elastic::ElasticPool>>,
 }
 
 type BinderFactory = dyn Fn(&BindParams) -> Binder + Send + Sync;
@@ -216,7 +218,21 @@ impl DispatcherHandle {
             with_params: None,
             name,
             kind,
+            elastic: None,
         }
+    }
+
+    /// Makes the handle answer [`elastic`](Self::elastic) with `pool`.
+    pub(crate) fn with_elastic(mut self, pool: Arc<dyn elastic::ElasticPool>) -> Self {
+        self.elastic = Some(pool);
+        self
+    }
+
+    /// The dispatcher as an [`ElasticPool`](elastic::ElasticPool) (a hook for a
+    /// harmonizer): `Some` for a `thread_pool` or `adv_thread_pool` built with thread
+    /// limits, `None` for every other dispatcher.
+    pub fn elastic(&self) -> Option<Arc<dyn elastic::ElasticPool>> {
+        self.elastic.clone()
     }
 
     pub(crate) fn with_params(

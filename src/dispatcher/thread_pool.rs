@@ -53,13 +53,15 @@
 use std::cell::Cell;
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use ahash::AHashMap;
 use parking_lot::Mutex;
 
 use super::activity::Activity;
+use super::elastic::{PoolOps, ThreadCtl, ThreadLimits};
 use super::one_thread::quantity;
 use super::pool::{thread_count, ReadyQueue, Workers};
 use super::{
@@ -74,7 +76,9 @@ use crate::stats::{Quantity, SourceReg, StatsSource};
 pub struct Builder {
     common: CommonParams,
     threads: Option<usize>,
+    limits: Option<ThreadLimits>,
     max_demands_at_once: usize,
+    max_time_at_once: Option<Duration>,
 }
 
 impl Default for Builder {
@@ -82,7 +86,9 @@ impl Default for Builder {
         Builder {
             common: CommonParams::default(),
             threads: None,
+            limits: None,
             max_demands_at_once: 4,
+            max_time_at_once: None,
         }
     }
 }
@@ -96,9 +102,39 @@ impl Builder {
 
     common_builder_methods!();
 
-    /// Number of worker threads (default: `std::thread::available_parallelism`).
+    /// Number of worker threads (default: `std::thread::available_parallelism`); a fixed
+    /// count (clears [`thread_limits`](Self::thread_limits)).
     pub fn threads(mut self, n: usize) -> Self {
         self.threads = Some(n);
+        self.limits = None;
+        self
+    }
+
+    /// Makes the pool elastic with these thread bounds (see [`ThreadLimits::new`] for the
+    /// clamping): it starts `default` threads, measures them, and its
+    /// [`DispatcherHandle::elastic`] lets a harmonizer change the count within
+    /// `[min, max]` while it runs.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use agentbox::dispatcher::thread_pool;
+    ///
+    /// let pool = thread_pool::Builder::new().thread_limits(1, 2, 4).build().unwrap();
+    /// let elastic = pool.elastic().expect("a pool with limits is elastic");
+    /// assert_eq!(elastic.thread_count(), 2);
+    /// elastic.set_thread_count(10); // clamped to the maximum
+    /// assert_eq!(elastic.thread_count(), 4);
+    /// assert_eq!(elastic.sample().threads.len(), 4);
+    /// ```
+    pub fn thread_limits(self, min: usize, default: usize, max: usize) -> Self {
+        self.limits(ThreadLimits::new(min, default, max))
+    }
+
+    /// Makes the pool elastic with these limits (priority, shared thread and spin
+    /// threshold included): see [`thread_limits`](Self::thread_limits).
+    pub fn limits(mut self, limits: ThreadLimits) -> Self {
+        self.limits = Some(limits.normalized());
         self
     }
 
@@ -109,6 +145,14 @@ impl Builder {
         self
     }
 
+    /// Time a worker spends on one queue before it lets another waiting queue go first,
+    /// checked after each demand (default: none, only `max_demands_at_once` counts; YDB's
+    /// `TimePerMailbox`). Setting it costs a clock read per demand.
+    pub fn max_time_at_once(mut self, limit: Duration) -> Self {
+        self.max_time_at_once = Some(limit);
+        self
+    }
+
     /// Starts the worker threads.
     ///
     /// # Errors
@@ -116,17 +160,26 @@ impl Builder {
     /// [`BuildError::InvalidParameter`] for 0 threads or 0 demands at once;
     /// [`BuildError::Spawn`] if a thread cannot be started (those started are stopped).
     pub fn build(self) -> Result<DispatcherHandle, BuildError> {
-        let threads = thread_count(self.threads)?;
+        let threads = match &self.limits {
+            Some(l) => l.max,
+            None => thread_count(self.threads)?,
+        };
         if self.max_demands_at_once == 0 {
             return Err(BuildError::InvalidParameter(
                 "max_demands_at_once must be at least 1",
             ));
         }
         let name = self.common.name("thread_pool");
+        let ctl = match self.limits {
+            Some(l) => ThreadCtl::elastic(&name, l),
+            None => ThreadCtl::fixed(&name, threads),
+        };
         let shared = Arc::new(Shared {
-            threads,
+            ctl: ctl.clone(),
+            measured: ctl.is_measured(),
             ready: Arc::new(ReadyQueue::new()),
             max_demands_at_once: self.max_demands_at_once,
+            max_time_at_once: self.max_time_at_once,
             activity: if self.common.activity() {
                 (0..threads).map(|_| Activity::default()).collect()
             } else {
@@ -134,13 +187,17 @@ impl Builder {
             },
         });
         let s = shared.clone();
-        let workers = Workers::spawn(&name, threads, shared.ready.clone(), move |i| s.work(i))?;
+        let workers = Workers::spawn(&name, ctl.clone(), shared.ready.clone(), move |i| s.work(i))?;
         let core = Arc::new(Core {
             prefix: format!("disp/thread_pool/{name}"),
             workers,
             shared,
             queues: [Mutex::new(AHashMap::new()), Mutex::new(AHashMap::new())],
         });
+        if ctl.is_measured() {
+            let ops: Arc<dyn PoolOps> = core.clone();
+            ctl.attach(Arc::downgrade(&ops));
+        }
         let coop_binder = Binder(Arc::new(PoolBinder {
             stats: SourceReg::new(core.clone()),
             core: core.clone(),
@@ -152,14 +209,18 @@ impl Builder {
             fifo: Fifo::Individual,
         }));
         let cooperation = coop_binder.clone();
-        Ok(
+        let handle =
             DispatcherHandle::new("thread_pool", name, coop_binder).with_params(move |p| {
                 match p.fifo_value() {
                     Fifo::Cooperation => cooperation.clone(),
                     Fifo::Individual => individual.clone(),
                 }
-            }),
-        )
+            });
+        Ok(if ctl.is_measured() {
+            handle.with_elastic(ctl.handle())
+        } else {
+            handle
+        })
     }
 }
 
@@ -187,10 +248,13 @@ impl Drop for Holding {
 }
 
 struct Shared {
-    /// Worker threads.
-    threads: usize,
+    /// Worker threads: their slots, count and figures.
+    ctl: Arc<ThreadCtl>,
+    /// `ctl.is_measured()`, read on the push path without following `ctl`.
+    measured: bool,
     ready: Arc<ReadyQueue<Arc<AgentQueue>>>,
     max_demands_at_once: usize,
+    max_time_at_once: Option<Duration>,
     /// One per worker when activity is tracked; empty otherwise.
     activity: Vec<Activity>,
 }
@@ -199,6 +263,9 @@ impl Shared {
     fn work(&self, i: usize) {
         POOL.set(self as *const Shared as usize);
         let activity = self.activity.get(i);
+        if self.measured {
+            return self.work_measured(i, activity);
+        }
         loop {
             let waiting = activity.map(|_| Instant::now());
             let next = self.ready.next();
@@ -211,14 +278,66 @@ impl Shared {
             // A panic escaping a demand (a payload's `Drop`, see `dispatcher::unwind`) is
             // reported and the queue served on: it is still scheduled, and this worker
             // still the one serving it.
-            while let Err(payload) = catch_unwind(AssertUnwindSafe(|| self.serve(&q, activity))) {
+            while let Err(payload) =
+                catch_unwind(AssertUnwindSafe(|| self.serve(&q, activity, true)))
+            {
                 q.table.lock().contain(payload);
             }
         }
     }
 
-    /// Scheduling steps 2 and 3 for one queue.
-    fn serve(&self, q: &Arc<AgentQueue>, activity: Option<&Activity>) {
+    /// `work` for an elastic pool: the thread measures itself, runs the tick and stops
+    /// when the pool shrinks (all in `ThreadCtl::ask`, when it asks for work).
+    fn work_measured(&self, slot: usize, activity: Option<&Activity>) {
+        let mut clock = self.ctl.clock(slot);
+        loop {
+            let waiting = activity.map(|_| Instant::now());
+            let next = self.ctl.ask(&mut clock, &self.ready);
+            if let (Some(a), Some(t)) = (activity, waiting) {
+                a.waited_since(t);
+            }
+            let Some(q) = next else {
+                return;
+            };
+            clock.events += self.serve_caught(&q, activity, true) as u64;
+        }
+    }
+
+    /// Serves a queue taken from the ready list (see `serve`), panics escaping a demand
+    /// contained; the demands run.
+    fn serve_caught(&self, q: &Arc<AgentQueue>, activity: Option<&Activity>, keep: bool) -> usize {
+        self.ctl.activated(q.ready_at.load(Ordering::Relaxed));
+        let mut ran = 0;
+        loop {
+            match catch_unwind(AssertUnwindSafe(|| self.serve(q, activity, keep))) {
+                Ok(n) => return ran + n,
+                Err(payload) => {
+                    ran += 1;
+                    q.table.lock().contain(payload);
+                }
+            }
+        }
+    }
+
+    /// Puts a queue (still scheduled) into the ready list, stamped if measured.
+    #[inline]
+    fn make_ready(&self, q: Arc<AgentQueue>) {
+        if self.measured {
+            q.ready_at.store(self.ctl.stamp(), Ordering::Relaxed);
+        }
+        self.ready.push(q);
+    }
+
+    /// Whether the pool runs one thread (then a demand blocked on it has no other worker).
+    fn single_thread(&self) -> bool {
+        self.ctl.live() == 1
+    }
+
+    /// Scheduling steps 2 and 3 for one queue; the demands run. With `keep` false (a
+    /// foreign thread's slice) the queue goes back to the ready list after one budget.
+    #[inline(always)] // in the plain worker loop as before elastic pools (one more copy)
+    fn serve(&self, q: &Arc<AgentQueue>, activity: Option<&Activity>, keep: bool) -> usize {
+        let mut ran = 0;
         // Uncontended: a scheduled queue is served by one worker at a time.
         let mut table = q.table.lock();
         let _holding = Holding::enter(q);
@@ -226,6 +345,7 @@ impl Shared {
             // The budget counts the demands a user sees (`on_start`, messages, `on_finish`),
             // not the internal `Bind` that hands an agent's executor to this worker.
             let mut budget = self.max_demands_at_once;
+            let started = self.max_time_at_once.map(|_| Instant::now());
             while budget > 0 {
                 let next = {
                     let mut inbox = q.inbox.lock();
@@ -234,7 +354,7 @@ impl Shared {
                         None => {
                             inbox.scheduled = false;
                             inbox.release_burst();
-                            return;
+                            return ran;
                         }
                     }
                 };
@@ -251,6 +371,7 @@ impl Shared {
                 } else {
                     budget -= 1;
                 }
+                ran += 1;
                 match activity {
                     None => table.run(next),
                     Some(a) => {
@@ -259,20 +380,25 @@ impl Shared {
                         a.worked_since(t);
                     }
                 }
+                if let (Some(t), Some(limit)) = (started, self.max_time_at_once) {
+                    if t.elapsed() >= limit {
+                        break;
+                    }
+                }
             }
             {
                 let mut inbox = q.inbox.lock();
                 if inbox.demands.is_empty() {
                     inbox.scheduled = false;
                     inbox.release_burst();
-                    return;
+                    return ran;
                 }
             }
-            if self.ready.has_waiting() {
+            if !keep || self.ready.has_waiting() {
                 // Another queue is waiting: this one goes to the back, still scheduled.
                 drop(table);
-                self.ready.push(q.clone());
-                return;
+                self.make_ready(q.clone());
+                return ran;
             }
         }
     }
@@ -288,6 +414,41 @@ struct Core {
     queues: [QueueMap; 2],
 }
 
+impl Drop for Core {
+    fn drop(&mut self) {
+        self.shared.ctl.detach();
+    }
+}
+
+impl PoolOps for Core {
+    fn set_count(&self, n: usize) {
+        // A thread that cannot start leaves the count lower; the harmonizer sees it in
+        // the next sample.
+        let _ = self.workers.set_count(n);
+    }
+
+    fn foreign_slice(&self, deadline: Instant) -> usize {
+        let start = Instant::now();
+        let mut ran = 0;
+        while Instant::now() < deadline {
+            let Some(q) = self.shared.ready.take_for_foreign() else {
+                break;
+            };
+            ran += self.shared.serve_caught(&q, None, false);
+        }
+        self.shared.ctl.served_foreign(ran, start);
+        ran
+    }
+
+    fn nudge(&self) {
+        self.shared.ready.wake(1);
+    }
+
+    fn ready_len(&self) -> usize {
+        self.shared.ready.len()
+    }
+}
+
 /// Agent queues by coop or agent id, with the number of agents bound to each.
 type QueueMap = Mutex<AHashMap<u64, (Arc<AgentQueue>, usize)>>;
 
@@ -298,6 +459,9 @@ impl StatsSource for Core {
             "threads.count",
             self.workers.count(),
         ));
+        if self.shared.ctl.is_measured() {
+            super::elastic::distribute(&self.shared.ctl, &self.prefix, out);
+        }
         let mut agents = 0;
         for (i, map) in self.queues.iter().enumerate() {
             let tag = if i == 0 { "cq" } else { "aq" };
@@ -337,6 +501,8 @@ impl Inbox {
 /// A FIFO of demands and the executors of the agents it serves.
 struct AgentQueue {
     inbox: Mutex<Inbox>,
+    /// When it last went into the ready list (elastic pools: `ThreadCtl::stamp`).
+    ready_at: AtomicU64,
     table: Mutex<AgentTable>,
     keys: KeyAllocator,
     shared: Weak<Shared>,
@@ -371,7 +537,7 @@ impl EventQueue for AgentQueue {
         let pool = POOL.get();
         pool != 0
             && pool == self.shared.as_ptr() as usize
-            && self.shared.upgrade().is_some_and(|s| s.threads == 1)
+            && self.shared.upgrade().is_some_and(|s| s.single_thread())
     }
 
     fn push(&self, demand: Demand) {
@@ -388,7 +554,7 @@ impl EventQueue for AgentQueue {
         };
         if schedule {
             if let (Some(shared), Some(me)) = (self.shared.upgrade(), self.me.upgrade()) {
-                shared.ready.push(me);
+                shared.make_ready(me);
             }
         }
     }
@@ -430,6 +596,7 @@ impl BinderImpl for PoolBinder {
             let shared = Arc::downgrade(&self.core.shared);
             let queue = Arc::new_cyclic(|me| AgentQueue {
                 inbox: Mutex::new(Inbox::default()),
+                ready_at: AtomicU64::new(0),
                 table: Mutex::new(AgentTable::default()),
                 keys: KeyAllocator::default(),
                 shared,

@@ -123,6 +123,9 @@ struct EnvState {
     shutting_down: bool,
     finished: bool,
     init_done: bool,
+    /// Hook of feature `tokio` (`tokio_interop`'s awaitable end): run once, outside the
+    /// lock, when `finished` is set. Empty unless an async caller awaits the end.
+    finish_hooks: Vec<Box<dyn FnOnce() + Send>>,
 }
 
 enum FinalCmd {
@@ -161,7 +164,7 @@ impl Environment {
         let trace: Trace = params
             .tracer
             .map(|t| Arc::new(TraceHub::new(t, params.trace_filter)));
-        let drops = Arc::new(DropCounters::default());
+        let drops = Arc::new(DropCounters::new(params.log_drops));
         let env = Environment(Arc::new_cyclic(|weak| {
             let weak = WeakEnv(weak.clone());
             EnvInner {
@@ -550,11 +553,37 @@ impl Environment {
     }
 
     fn check_finished(&self) {
-        let mut st = self.0.state.lock();
-        if st.shutting_down && st.coops.is_empty() && !st.finished {
-            st.finished = true;
-            self.0.finished.notify_all();
+        let hooks = {
+            let mut st = self.0.state.lock();
+            if st.shutting_down && st.coops.is_empty() && !st.finished {
+                st.finished = true;
+                self.0.finished.notify_all();
+                std::mem::take(&mut st.finish_hooks)
+            } else {
+                return;
+            }
+        };
+        for hook in hooks {
+            hook();
         }
+    }
+
+    /// Hook of feature `tokio`: runs `hook` once the environment has finished (every coop
+    /// gone after a stop: what [`launch`](Self::launch) waits for), at once if it has.
+    /// The hook runs on the thread that finished the environment, with no lock held; it
+    /// must be short and must not panic (it completes a oneshot channel).
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn on_finished(&self, hook: Box<dyn FnOnce() + Send>) {
+        let hook = {
+            let mut st = self.0.state.lock();
+            if st.finished {
+                hook
+            } else {
+                st.finish_hooks.push(hook);
+                return;
+            }
+        };
+        hook();
     }
 }
 

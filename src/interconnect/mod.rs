@@ -10,7 +10,13 @@
 //!   with an [`InterconnectSetup`] (the [`NameService`] table, who may join, the remote
 //!   event types, timers); its docs state the delivery rules.
 //! - [`RemoteEvent`]: an event type that may cross nodes, with its [`EventCodec`]
-//!   ([`Serde`] by default, [`Protobuf`] for events a YDB node reads).
+//!   ([`Serde`] by default, [`Protobuf`] for events a YDB node reads). Each node registers
+//!   the types it sends or receives ([`InterconnectSetup::event`]), or submits them once
+//!   with [`register_remote_event!`](crate::register_remote_event) and registers every
+//!   linked one ([`InterconnectSetup::linked_events`]). An event whose type has no codec on
+//!   the receiving node reaches its handler as bytes: the first of each type is logged
+//!   through the environment's error logger, and all are counted
+//!   ([`SessionStats::events_without_codec`]).
 //! - [`NodeConnected`], [`NodeDisconnected`], [`Subscribe`], [`Unsubscribe`]: the session
 //!   notifications.
 //! - [`SessionStats`], [`Refusal`], and the errors [`InterconnectError`],
@@ -18,8 +24,9 @@
 //! - [`wire`]: the codec of every frame (initial packet, handshake blocks and protobufs,
 //!   packet header, channel parts, event descriptor), pure functions over bytes.
 //!
-//! The protocol (handshake, resume, confirms, channels) is described step by step in the
-//! module's `README.md` and beside the code.
+//! The protocol (threads, sending, receiving, handshake, resume, confirms, channels) is
+//! described step by step in [`protocol`] (the module's `README.md`, shown here) and
+//! beside the code.
 //!
 //! # Examples
 //!
@@ -42,8 +49,13 @@ mod encryption;
 mod error;
 mod events;
 mod handshake;
+mod linked;
 mod names;
 mod node;
+/// How a session works, step by step: threads, sending, receiving, handshake, resume and
+/// how a session ends (a page of documentation only; it holds no items).
+#[doc = include_str!("README.md")]
+pub mod protocol {}
 mod session;
 mod setup;
 mod stats;
@@ -57,7 +69,12 @@ pub use codec::{CodecError, Empty, EventCodec, Protobuf, RemoteEvent, Serde, Und
 pub use encryption::EncryptionMode;
 pub use error::{HandshakeError, InterconnectError, SessionError};
 pub use events::{NodeConnected, NodeDisconnected, Subscribe, Unsubscribe};
+pub use linked::{linked_events, LinkedEvent};
 pub use names::{NameService, NodeAddress};
+// `register_remote_event!`'s expansion names the collector through this path, so that the
+// crates using the macro need no dependency of their own.
+#[doc(hidden)]
+pub use inventory as __inventory;
 pub use node::Interconnect;
 pub use setup::InterconnectSetup;
 pub use stats::{Refusal, SessionStats};

@@ -25,8 +25,8 @@ use super::wire::{
     ClusterUuids, HandshakeRequest, HandshakeSuccess, SuccessRdma, HANDSHAKE_PROTOCOL,
 };
 use crate::actors::{
-    Actor, ActorContext, ActorId, ActorSystem, Body, DeadLetterReason, EventHandle, Handled,
-    RemoteRouter,
+    Actor, ActorContext, ActorId, ActorSystem, Body, DeadLetterReason, EventHandle, EventType,
+    Handled, RemoteRouter,
 };
 use crate::environment::{StopGuard, WeakEnv};
 use crate::stats::{Quantity, StatsSource};
@@ -58,9 +58,30 @@ pub(crate) struct NodeShared {
     refusals: Mutex<VecDeque<Refusal>>,
     /// The sessions' figures for the environment's stats controller (held weakly there).
     stats_source: Arc<dyn StatsSource>,
+    /// The event types received without a codec and logged once already.
+    missing_codecs: Mutex<ahash::AHashSet<EventType>>,
 }
 
 impl NodeShared {
+    /// An event of `event_type` arrived and this node has no codec for it: logs the first
+    /// of each type through the environment's error logger (the count is the session's).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn report_missing_codec(&self, event_type: EventType, sender: ActorId) {
+        if !self.missing_codecs.lock().insert(event_type) {
+            return;
+        }
+        self.system.environment().log_error(&format!(
+            "interconnect node {}: an event of type {event_type:#x} ({event_type}) from {sender} \
+             has no codec registered on this node: its handler gets the bytes, and \
+             `EventHandle::is`/`get` see no event of the type (register it with \
+             `InterconnectSetup::event`, or with `agentbox::register_remote_event!` and \
+             `InterconnectSetup::linked_events`); further events of this type are only counted \
+             (`SessionStats::events_without_codec`)",
+            self.node_id
+        ));
+    }
+
     pub(crate) fn is_stopping(&self) -> bool {
         self.stopping.load(Ordering::Acquire)
     }
@@ -470,6 +491,7 @@ impl StatsSource for IcStatsSource {
                 ("bytes_in.count", n(st.bytes_in)),
                 ("events_out.count", n(st.events_out)),
                 ("events_in.count", n(st.events_in)),
+                ("events_without_codec.count", n(st.events_without_codec)),
                 ("packets_resent.count", n(st.packets_resent)),
                 ("reconnects.count", n(st.reconnects)),
                 ("sessions_ended.count", n(st.sessions_ended)),
@@ -758,6 +780,7 @@ impl Interconnect {
                 admission: Arc::new(Admission::new(&setup.names)),
                 refusals: Mutex::new(VecDeque::new()),
                 stats_source: Arc::new(IcStatsSource(me.clone())),
+                missing_codecs: Mutex::new(ahash::AHashSet::new()),
             };
             let first = ((start_time / 1_000_000) << 32) | (n.random_u64() & 0x7FFF_FFFF);
             n.next_session = AtomicU64::new(first.max(1));

@@ -101,6 +101,36 @@ impl InterconnectSetup {
         self
     }
 
+    /// Registers every remote event type submitted with
+    /// [`register_remote_event!`](crate::register_remote_event) in the crates linked into
+    /// this binary (see [`linked_events`](super::linked_events)), so that no node forgets a
+    /// type another node sends. Types registered with [`event`](Self::event) after this
+    /// call replace a linked one of the same type number.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use agentbox::actors::{event_space_begin, Event, ES_USERSPACE};
+    /// use agentbox::interconnect::{InterconnectSetup, NameService, NodeAddress, RemoteEvent, Serde};
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Serialize, Deserialize)]
+    /// struct Hello(String);
+    /// impl Event for Hello { const EVENT_TYPE: u32 = event_space_begin(ES_USERSPACE) + 1; }
+    /// impl RemoteEvent for Hello { type Codec = Serde; }
+    /// agentbox::register_remote_event!(Hello);
+    ///
+    /// let names = NameService::new().node(1, NodeAddress::new("127.0.0.1", 0));
+    /// let setup = InterconnectSetup::new(names).linked_events(); // Hello included
+    /// # let _ = setup;
+    /// ```
+    pub fn linked_events(mut self) -> InterconnectSetup {
+        for linked in super::linked_events() {
+            linked.add_to(&mut self.codecs);
+        }
+        self
+    }
+
     /// Accepts connections on `listener` instead of binding the name service's address for
     /// this node (tests bind port 0 first, then build the name service from the ports
     /// they got).

@@ -29,6 +29,14 @@ pub struct SessionStats {
     pub events_out: u64,
     /// Events received and handed to the local system.
     pub events_in: u64,
+    /// Events received (and counted in `events_in`) whose type has no codec registered on
+    /// this node: they reach the handler as bytes
+    /// ([`EventHandle::serialized_bytes`](crate::actors::EventHandle::serialized_bytes)),
+    /// never as their type. The first of each type is also logged through the
+    /// environment's error logger, with the type number. Register the type with
+    /// [`InterconnectSetup::event`](super::InterconnectSetup::event), or every linked one
+    /// with [`InterconnectSetup::linked_events`](super::InterconnectSetup::linked_events).
+    pub events_without_codec: u64,
     /// Data packets sent again after a reconnect.
     pub packets_resent: u64,
     /// Data packets received again and skipped (already processed).

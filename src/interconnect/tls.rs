@@ -347,7 +347,7 @@ impl TlsStream {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "tls-tests"))]
 mod tests {
     use super::*;
     use rcgen::{CertificateParams, KeyPair};

@@ -21,6 +21,9 @@
 //!    [`ReceiveStatus::Closed`].
 //! 5. **Notification.** An optional hook runs (outside the chain's lock) each time the
 //!    chain goes from empty to not empty.
+//! 6. **Async readers** (feature `tokio`): `MChain::recv_async` and `MChain::stream` (in
+//!    `tokio_interop`) take messages in the same order as [`receive`], without blocking a
+//!    thread; the stream ends when the chain is closed and empty.
 //!
 //! # Examples
 //!
@@ -203,8 +206,18 @@ impl Waker {
 pub(crate) struct State {
     pub(crate) queue: VecDeque<Message>,
     pub(crate) closed: bool,
-    /// `select` calls waiting on this chain.
-    wakers: Vec<Weak<Waker>>,
+    /// `select` calls and async readers waiting on this chain.
+    wakers: Vec<ChainWaker>,
+}
+
+/// One reader waiting on a chain: a `select` call (woken each time, until it removes
+/// itself), or (hook of feature `tokio`) an async task polling the chain, woken once.
+/// Sends check only whether the list is empty, so a chain nobody awaits pays nothing
+/// for the second kind.
+enum ChainWaker {
+    Select(Weak<Waker>),
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    Task(std::task::Waker),
 }
 
 pub(crate) struct Chain {
@@ -316,24 +329,62 @@ impl Chain {
     fn wake_all(&self, st: &mut State) {
         self.not_empty.notify_all();
         self.not_full.notify_all();
-        st.wakers.retain(|w| match w.upgrade() {
-            Some(w) => {
-                w.wake();
-                true
+        st.wakers.retain(|w| match w {
+            ChainWaker::Select(w) => match w.upgrade() {
+                Some(w) => {
+                    w.wake();
+                    true
+                }
+                None => false,
+            },
+            // An async reader polls again and registers again if it still waits.
+            ChainWaker::Task(t) => {
+                t.wake_by_ref();
+                false
             }
-            None => false,
         });
     }
 
     pub(crate) fn add_waker(&self, w: &Arc<Waker>) {
-        self.state.lock().wakers.push(Arc::downgrade(w));
-    }
-
-    pub(crate) fn remove_waker(&self, w: &Arc<Waker>) {
         self.state
             .lock()
             .wakers
-            .retain(|x| x.strong_count() > 0 && !std::ptr::eq(x.as_ptr(), Arc::as_ptr(w)));
+            .push(ChainWaker::Select(Arc::downgrade(w)));
+    }
+
+    pub(crate) fn remove_waker(&self, w: &Arc<Waker>) {
+        self.state.lock().wakers.retain(|x| match x {
+            ChainWaker::Select(x) => {
+                x.strong_count() > 0 && !std::ptr::eq(x.as_ptr(), Arc::as_ptr(w))
+            }
+            ChainWaker::Task(_) => true,
+        });
+    }
+
+    /// Hook of feature `tokio` (`tokio_interop`'s mchain future and stream): takes the
+    /// next message without waiting; `Ready(None)` when the chain is closed and empty;
+    /// otherwise registers `waker` (once per task) to be woken by the next send, close or
+    /// (bounded chain) pop, and is `Pending`. The check and the registration are under
+    /// the chain's lock, so no wake-up is lost between them.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn poll_pop(&self, waker: &std::task::Waker) -> std::task::Poll<Option<Message>> {
+        use std::task::Poll;
+        let mut st = self.state.lock();
+        if let Some(m) = st.queue.pop_front() {
+            self.after_pop(&mut st);
+            return Poll::Ready(Some(m));
+        }
+        if st.closed {
+            return Poll::Ready(None);
+        }
+        let known = st
+            .wakers
+            .iter()
+            .any(|w| matches!(w, ChainWaker::Task(t) if t.will_wake(waker)));
+        if !known {
+            st.wakers.push(ChainWaker::Task(waker.clone()));
+        }
+        Poll::Pending
     }
 
     fn is_full(&self, st: &State) -> bool {

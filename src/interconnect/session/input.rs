@@ -57,6 +57,8 @@ struct Effects {
     rtt: Option<Duration>,
     processed_data: bool,
     events_in: u64,
+    /// Of `events_in`, those whose type has no codec here.
+    without_codec: u64,
     skipped: u64,
     /// The events completed, in order, handed to the local system in one go per read
     /// (`send_batch`: one message and one wake-up per recipient's run, where one each cost
@@ -141,6 +143,7 @@ fn run(
             // two locks used to lose them from the counts).
             st.stats.bytes_in += n as u64;
             st.stats.events_in += fx.events_in;
+            st.stats.events_without_codec += fx.without_codec;
             st.stats.packets_skipped += fx.skipped;
             if st.gen != gen {
                 return;
@@ -325,15 +328,14 @@ fn deliver_parts(
             )));
         }
         let flags = EventFlags::from_bits(d.flags).without(EventFlags::EXTENDED_FORMAT);
-        let h = EventHandle::serialized_with(
-            d.event_type,
-            d.recipient,
-            d.sender,
-            body,
-            node.codecs.decoder(d.event_type),
-        )
-        .with_flags(flags)
-        .with_cookie(d.cookie);
+        let decode = node.codecs.decoder(d.event_type);
+        if decode.is_none() {
+            fx.without_codec += 1;
+            node.report_missing_codec(d.event_type, d.sender);
+        }
+        let h = EventHandle::serialized_with(d.event_type, d.recipient, d.sender, body, decode)
+            .with_flags(flags)
+            .with_cookie(d.cookie);
         fx.events_in += 1;
         fx.handles.push(h);
     }

@@ -1,0 +1,482 @@
+//! The pool side of the hook: thread slots, the live and target counts, the per-thread
+//! figures, the activation latency histogram, the tick and the lending of a shared thread.
+//!
+//! One `ThreadCtl` per thread pool; fixed-size pools have one too (for their slots), but
+//! their threads never call the measured path ([`ThreadCtl::ask`]).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use parking_lot::{Mutex, RwLock};
+
+use super::cpu::thread_cpu_ns;
+use super::{
+    ElasticPool, HarmonizerCounters, LatencyHistogram, PoolSample, ThreadLimits, ThreadSample,
+    Tick, LATENCY_BUCKETS,
+};
+use crate::dispatcher::pool::{Ready, ReadyQueue};
+
+/// How long a shared thread serves one foreign pool before it returns to its own (spec
+/// §2.3: YDB's `SoftProcessingDurationTs` of shared threads).
+pub(crate) const FOREIGN_SLICE: Duration = Duration::from_millis(100);
+
+/// How long a lending thread parks before it looks at the pools it lends to again (a
+/// push into another pool does not wake it: that pool's own threads are woken).
+const LEND_POLL: Duration = Duration::from_millis(2);
+
+/// How often a busy thread brings its CPU time up to date.
+const CPU_REFRESH: Duration = Duration::from_millis(1);
+
+/// Figures of one thread slot; written by its occupant only (load and store).
+#[derive(Default)]
+struct SlotStats {
+    busy_ns: AtomicU64,
+    cpu_ns: AtomicU64,
+    /// The CPU clock of the slot's current thread when it started (a new thread's clock
+    /// starts at 0: the slot's figure goes on from where the last one stopped).
+    cpu_base: AtomicU64,
+    parked_ns: AtomicU64,
+    events: AtomicU64,
+}
+
+fn bump(a: &AtomicU64, by: u64) {
+    a.store(
+        a.load(Ordering::Relaxed).saturating_add(by),
+        Ordering::Relaxed,
+    );
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// What a pool does for its [`ElasticPool`] handle (implemented by each pool's core).
+pub(crate) trait PoolOps: Send + Sync {
+    /// Asks for `n` threads (already clamped).
+    fn set_count(&self, n: usize);
+    /// Runs ready queues on the calling thread until `deadline` or none is ready.
+    fn foreign_slice(&self, deadline: Instant) -> usize;
+    /// Ready queues waiting.
+    fn ready_len(&self) -> usize;
+    /// Wakes one parked thread (it looks at the pool's state again).
+    fn nudge(&self);
+}
+
+/// One pool's thread control and figures.
+pub(crate) struct ThreadCtl {
+    name: Arc<str>,
+    limits: ThreadLimits,
+    /// Threads measure themselves and obey the count (built with limits).
+    measured: bool,
+    target: AtomicUsize,
+    /// Threads running: a copy of `slots.1`, read without the lock.
+    live: AtomicUsize,
+    /// Occupied slots and their number; also orders a retirement against a start.
+    slots: Mutex<(Vec<bool>, usize)>,
+    stats: Box<[SlotStats]>,
+    latency: [AtomicU64; LATENCY_BUCKETS],
+    epoch: Instant,
+    has_tick: AtomicBool,
+    tick: RwLock<Option<Tick>>,
+    counters: Arc<HarmonizerCounters>,
+    foreign_events: AtomicU64,
+    foreign_busy_ns: AtomicU64,
+    lent_busy_ns: AtomicU64,
+    has_lend: AtomicBool,
+    lend: Mutex<Vec<Arc<dyn ElasticPool>>>,
+    /// One thread of the pool at a time lends itself.
+    lender: AtomicBool,
+    ops: RwLock<Option<Weak<dyn PoolOps>>>,
+}
+
+/// A measured worker's own state between two asks.
+pub(crate) struct WorkerClock {
+    slot: usize,
+    busy_since: Instant,
+    cpu_at: Instant,
+    /// Demands run since the last ask.
+    pub(crate) events: u64,
+    lending: bool,
+}
+
+impl ThreadCtl {
+    /// A pool of `n` threads, fixed: nothing measured.
+    pub(crate) fn fixed(name: &str, n: usize) -> Arc<ThreadCtl> {
+        Self::build(name, ThreadLimits::new(n, n, n), false)
+    }
+
+    /// A pool with limits: measured, elastic.
+    pub(crate) fn elastic(name: &str, limits: ThreadLimits) -> Arc<ThreadCtl> {
+        Self::build(name, limits, true)
+    }
+
+    fn build(name: &str, limits: ThreadLimits, measured: bool) -> Arc<ThreadCtl> {
+        Arc::new(ThreadCtl {
+            name: name.into(),
+            target: AtomicUsize::new(limits.default),
+            live: AtomicUsize::new(0),
+            slots: Mutex::new((vec![false; limits.max], 0)),
+            stats: (0..limits.max).map(|_| SlotStats::default()).collect(),
+            latency: std::array::from_fn(|_| AtomicU64::new(0)),
+            epoch: Instant::now(),
+            has_tick: AtomicBool::new(false),
+            tick: RwLock::new(None),
+            counters: Arc::default(),
+            foreign_events: AtomicU64::new(0),
+            foreign_busy_ns: AtomicU64::new(0),
+            lent_busy_ns: AtomicU64::new(0),
+            has_lend: AtomicBool::new(false),
+            lend: Mutex::new(Vec::new()),
+            lender: AtomicBool::new(false),
+            ops: RwLock::new(None),
+            limits,
+            measured,
+        })
+    }
+
+    /// Connects the pool's core (held weakly: the handle does not keep the pool alive).
+    pub(crate) fn attach(&self, ops: Weak<dyn PoolOps>) {
+        *self.ops.write() = Some(ops);
+    }
+
+    /// The pool stops: drops the tick and the lend targets (they may hold handles of
+    /// this pool: a cycle otherwise).
+    pub(crate) fn detach(&self) {
+        self.has_tick.store(false, Ordering::Relaxed);
+        let tick = self.tick.write().take();
+        self.has_lend.store(false, Ordering::Relaxed);
+        let lend = std::mem::take(&mut *self.lend.lock());
+        *self.ops.write() = None;
+        drop((tick, lend));
+    }
+
+    fn ops(&self) -> Option<Arc<dyn PoolOps>> {
+        self.ops.read().as_ref().and_then(Weak::upgrade)
+    }
+
+    pub(crate) fn is_measured(&self) -> bool {
+        self.measured
+    }
+
+    pub(crate) fn limits(&self) -> &ThreadLimits {
+        &self.limits
+    }
+
+    pub(crate) fn target(&self) -> usize {
+        self.target.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_target(&self, n: usize) {
+        self.target.store(n, Ordering::Relaxed);
+    }
+
+    /// Sets the count and reads the threads running, atomically with respect to a
+    /// thread's retirement (which decides and decrements under the same lock: read
+    /// apart, a retirement decided on the old count could follow the read and leave the
+    /// pool a thread short).
+    pub(crate) fn retarget(&self, n: usize) -> usize {
+        let slots = self.slots.lock();
+        self.target.store(n, Ordering::Relaxed);
+        slots.1
+    }
+
+    pub(crate) fn live(&self) -> usize {
+        self.live.load(Ordering::Relaxed)
+    }
+
+    /// Takes the lowest free slot for a thread about to start.
+    pub(crate) fn occupy_free_slot(&self) -> Option<usize> {
+        let mut slots = self.slots.lock();
+        let i = slots.0.iter().position(|o| !o)?;
+        slots.0[i] = true;
+        slots.1 += 1;
+        self.live.store(slots.1, Ordering::Relaxed);
+        Some(i)
+    }
+
+    /// Gives back a slot (a thread that could not start, or one that stopped).
+    pub(crate) fn free_slot(&self, i: usize) {
+        let mut slots = self.slots.lock();
+        if std::mem::replace(&mut slots.0[i], false) {
+            slots.1 -= 1;
+            self.live.store(slots.1, Ordering::Relaxed);
+        }
+    }
+
+    /// Stops the calling thread's occupancy of `slot` if the pool runs more threads than
+    /// its count; true if it did (the thread must then return).
+    fn retire(&self, slot: usize) -> bool {
+        if self.live() <= self.target() {
+            return false;
+        }
+        let mut slots = self.slots.lock();
+        if slots.1 <= self.target() {
+            return false;
+        }
+        slots.0[slot] = false;
+        slots.1 -= 1;
+        self.live.store(slots.1, Ordering::Relaxed);
+        true
+    }
+
+    /// The state of a measured worker starting in `slot`.
+    pub(crate) fn clock(&self, slot: usize) -> WorkerClock {
+        let now = Instant::now();
+        let s = &self.stats[slot];
+        s.cpu_base.store(
+            s.cpu_ns
+                .load(Ordering::Relaxed)
+                .saturating_sub(thread_cpu_ns()),
+            Ordering::Relaxed,
+        );
+        WorkerClock {
+            slot,
+            busy_since: now,
+            cpu_at: now,
+            events: 0,
+            lending: false,
+        }
+    }
+
+    fn read_cpu(&self, s: &SlotStats) {
+        s.cpu_ns.store(
+            s.cpu_base
+                .load(Ordering::Relaxed)
+                .wrapping_add(thread_cpu_ns()),
+            Ordering::Relaxed,
+        );
+    }
+
+    /// A timestamp for [`activated`](Self::activated): nanoseconds since the pool
+    /// started.
+    pub(crate) fn stamp(&self) -> u64 {
+        nanos(self.epoch.elapsed())
+    }
+
+    /// A queue stamped at `stamp` starts being served now.
+    pub(crate) fn activated(&self, stamp: u64) {
+        let ns = self.stamp().saturating_sub(stamp);
+        let b = LatencyHistogram::bucket_of(Duration::from_nanos(ns));
+        self.latency[b].fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn run_tick(&self) {
+        if self.has_tick.load(Ordering::Relaxed) {
+            let tick = self.tick.read().clone();
+            if let Some(t) = tick {
+                t();
+            }
+        }
+    }
+
+    /// A measured worker asks for work: brings its figures up to date, stops if the pool
+    /// is above its count, runs the tick, lends itself if it is the pool's shared thread
+    /// and the pool has nothing, and waits. `None`: the thread must return.
+    pub(crate) fn ask<Q>(&self, w: &mut WorkerClock, ready: &ReadyQueue<Q>) -> Option<Q> {
+        let s = &self.stats[w.slot];
+        loop {
+            let now = Instant::now();
+            bump(&s.busy_ns, nanos(now - w.busy_since));
+            w.busy_since = now;
+            if w.events > 0 {
+                bump(&s.events, w.events);
+                w.events = 0;
+            }
+            if now - w.cpu_at >= CPU_REFRESH {
+                self.read_cpu(s);
+                w.cpu_at = now;
+            }
+            if self.retire(w.slot) {
+                self.stop_lending(w);
+                return None;
+            }
+            self.run_tick();
+            match ready.try_next() {
+                Some(Ready::Queue(q)) => {
+                    self.stop_lending(w);
+                    return Some(q);
+                }
+                Some(Ready::Stop) => {
+                    self.stop_lending(w);
+                    return None;
+                }
+                Some(Ready::Wake) => continue,
+                None => {}
+            }
+            let timeout = if self.may_lend(w) {
+                let t = Instant::now();
+                let ran = self.lend_once();
+                bump(&self.lent_busy_ns, nanos(t.elapsed()));
+                if ran > 0 {
+                    bump(&s.events, ran as u64);
+                    continue;
+                }
+                Some(LEND_POLL)
+            } else {
+                None
+            };
+            // Park.
+            self.read_cpu(s);
+            let parked = Instant::now();
+            bump(&s.busy_ns, nanos(parked - w.busy_since));
+            let got = ready.next_within(timeout);
+            let woke = Instant::now();
+            bump(&s.parked_ns, nanos(woke - parked));
+            w.busy_since = woke;
+            w.cpu_at = woke;
+            match got {
+                Ready::Queue(q) => {
+                    self.stop_lending(w);
+                    return Some(q);
+                }
+                Ready::Stop => {
+                    self.stop_lending(w);
+                    return None;
+                }
+                Ready::Wake => {}
+            }
+        }
+    }
+
+    /// Whether this worker is (or becomes) the pool's lending thread.
+    fn may_lend(&self, w: &mut WorkerClock) -> bool {
+        if !self.limits.has_shared_thread || !self.has_lend.load(Ordering::Relaxed) {
+            return false;
+        }
+        if !w.lending {
+            w.lending = self
+                .lender
+                .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok();
+        }
+        w.lending
+    }
+
+    fn stop_lending(&self, w: &mut WorkerClock) {
+        if std::mem::take(&mut w.lending) {
+            self.lender.store(false, Ordering::Release);
+        }
+    }
+
+    /// Serves the lend targets in order, a slice each; the demands run.
+    fn lend_once(&self) -> usize {
+        let targets = self.lend.lock().clone();
+        let mut ran = 0;
+        for t in targets {
+            ran += t.run_foreign_slice(Instant::now() + FOREIGN_SLICE);
+        }
+        ran
+    }
+
+    /// Counts a foreign thread's slice on this pool.
+    pub(crate) fn served_foreign(&self, events: usize, since: Instant) {
+        self.foreign_events
+            .fetch_add(events as u64, Ordering::Relaxed);
+        self.foreign_busy_ns
+            .fetch_add(nanos(since.elapsed()), Ordering::Relaxed);
+    }
+
+    pub(crate) fn counters(&self) -> &HarmonizerCounters {
+        &self.counters
+    }
+
+    /// The handle a harmonizer gets.
+    pub(crate) fn handle(self: &Arc<Self>) -> Arc<dyn ElasticPool> {
+        Arc::new(Handle(self.clone()))
+    }
+
+    pub(crate) fn sample(&self) -> PoolSample {
+        let occupied = self.slots.lock().0.clone();
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let threads = self
+            .stats
+            .iter()
+            .zip(occupied)
+            .map(|(s, running)| ThreadSample {
+                busy_ns: l(&s.busy_ns),
+                cpu_ns: l(&s.cpu_ns),
+                parked_ns: l(&s.parked_ns),
+                events: l(&s.events),
+                running,
+            })
+            .collect();
+        let mut latency = LatencyHistogram::default();
+        for (o, a) in latency.buckets.iter_mut().zip(self.latency.iter()) {
+            *o = l(a);
+        }
+        PoolSample {
+            at: Some(Instant::now()),
+            threads,
+            target_threads: self.target(),
+            running_threads: self.live(),
+            ready_queues: self.ops().map_or(0, |o| o.ready_len()),
+            latency,
+            foreign_events: l(&self.foreign_events),
+            foreign_busy_ns: l(&self.foreign_busy_ns),
+            lent_busy_ns: l(&self.lent_busy_ns),
+        }
+    }
+}
+
+/// The [`ElasticPool`] of a thread pool: holds its figures, and its core weakly (a
+/// harmonizer holding it does not keep the pool's threads alive).
+struct Handle(Arc<ThreadCtl>);
+
+impl ElasticPool for Handle {
+    fn name(&self) -> &str {
+        &self.0.name
+    }
+
+    fn limits(&self) -> ThreadLimits {
+        self.0.limits.clone()
+    }
+
+    fn thread_count(&self) -> usize {
+        self.0.target()
+    }
+
+    fn set_thread_count(&self, n: usize) {
+        let n = self.0.limits.clamp(n);
+        match self.0.ops() {
+            Some(ops) => ops.set_count(n),
+            None => self.0.set_target(n),
+        }
+    }
+
+    fn sample(&self) -> PoolSample {
+        self.0.sample()
+    }
+
+    fn counters(&self) -> &HarmonizerCounters {
+        &self.0.counters
+    }
+
+    fn set_tick(&self, tick: Option<Tick>) {
+        if self.0.ops().is_none() {
+            return; // stopped: a tick would never be dropped
+        }
+        let on = tick.is_some();
+        let old = std::mem::replace(&mut *self.0.tick.write(), tick);
+        self.0.has_tick.store(on, Ordering::Relaxed);
+        drop(old);
+    }
+
+    fn run_foreign_slice(&self, deadline: Instant) -> usize {
+        self.0.ops().map_or(0, |o| o.foreign_slice(deadline))
+    }
+
+    fn set_lend_targets(&self, targets: Vec<Arc<dyn ElasticPool>>) {
+        if self.0.ops().is_none() {
+            return;
+        }
+        let on = !targets.is_empty();
+        let old = std::mem::replace(&mut *self.0.lend.lock(), targets);
+        drop(old);
+        self.0.has_lend.store(on, Ordering::Relaxed);
+        // A thread parked before there was anything to lend to looks again.
+        if let Some(ops) = self.0.ops() {
+            ops.nudge();
+        }
+    }
+}

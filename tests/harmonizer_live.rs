@@ -1,0 +1,231 @@
+//! The harmonizer on a real machine: two elastic thread pools, a CPU-bound load that
+//! moves from one to the other. The loaded pool gains threads (never above its max), and
+//! once the load has moved, the idle pool goes back to its default while the other grows.
+//! Only directions and bounds are asserted, each awaited with a generous deadline.
+//!
+//! The test machine is shared with other builds, so the OS preempts our threads at
+//! random; the harmonizer rightly treats a preempted pool as starved and does not grow
+//! it. To test the thread moves themselves, each pool is wrapped so that it reports its
+//! CPU time equal to its busy time (the preemption signal masked); everything else —
+//! threads, busy time, ticks on the workers, count changes — is real.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agentbox::dispatcher::elastic::{
+    ElasticPool, HarmonizerCounters, PoolSample, ThreadLimits, Tick,
+};
+use agentbox::dispatcher::thread_pool;
+use agentbox::harmonizer::Harmonizer;
+use agentbox::prelude::*;
+use agentbox::{BindParams, Fifo, WrappedEnv};
+
+/// An elastic pool whose threads seem never preempted (CPU time := busy time).
+struct NoPreemption(Arc<dyn ElasticPool>);
+
+impl ElasticPool for NoPreemption {
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+    fn limits(&self) -> ThreadLimits {
+        self.0.limits()
+    }
+    fn thread_count(&self) -> usize {
+        self.0.thread_count()
+    }
+    fn set_thread_count(&self, n: usize) {
+        self.0.set_thread_count(n)
+    }
+    fn sample(&self) -> PoolSample {
+        let mut s = self.0.sample();
+        for t in &mut s.threads {
+            t.cpu_ns = t.busy_ns;
+        }
+        s
+    }
+    fn counters(&self) -> &HarmonizerCounters {
+        self.0.counters()
+    }
+    fn set_tick(&self, tick: Option<Tick>) {
+        self.0.set_tick(tick)
+    }
+    fn run_foreign_slice(&self, deadline: Instant) -> usize {
+        self.0.run_foreign_slice(deadline)
+    }
+    fn set_lend_targets(&self, targets: Vec<Arc<dyn ElasticPool>>) {
+        self.0.set_lend_targets(targets)
+    }
+}
+
+struct Burn;
+
+/// Burns CPU in 1 ms steps while its switch is on.
+struct Burner {
+    on: Arc<AtomicBool>,
+    done: Arc<AtomicU64>,
+}
+
+impl Agent for Burner {
+    fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+        let me = ctx.direct_mbox();
+        ctx.subscribe(&me).event(|a: &mut Self, ctx, _: &Burn| {
+            if !a.on.load(Ordering::Relaxed) {
+                return;
+            }
+            let start = Instant::now();
+            let mut x = 0u64;
+            while start.elapsed() < Duration::from_millis(1) {
+                x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+            }
+            a.done.fetch_add(1, Ordering::Relaxed);
+            let _ = send(&ctx.direct_mbox(), Burn);
+        })?;
+        Ok(())
+    }
+}
+
+fn wait_for(what: &str, deadline: Duration, mut cond: impl FnMut() -> bool) {
+    let end = Instant::now() + deadline;
+    while !cond() {
+        assert!(Instant::now() < end, "timed out waiting for: {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn the_loaded_pool_gains_threads_and_the_idle_one_returns_to_its_default() {
+    let a = thread_pool::Builder::new()
+        .name("a")
+        .thread_limits(1, 1, 3)
+        .build()
+        .unwrap();
+    let b = thread_pool::Builder::new()
+        .name("b")
+        .thread_limits(1, 1, 3)
+        .build()
+        .unwrap();
+    let (ea, eb) = (a.elastic().unwrap(), b.elastic().unwrap());
+    let harmonizer = Harmonizer::builder()
+        .pool(Arc::new(NoPreemption(ea.clone())))
+        .pool(Arc::new(NoPreemption(eb.clone())))
+        .cpu_budget(8.0)
+        .period(Duration::from_millis(100))
+        .build()
+        .unwrap();
+    let (on_a, on_b) = (
+        Arc::new(AtomicBool::new(true)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let done = Arc::new(AtomicU64::new(0));
+    let wrapped = WrappedEnv::new(|_| {}).unwrap();
+    let env = wrapped.environment();
+    let (mut on_a_boxes, mut on_b_boxes) = (Vec::new(), Vec::new());
+    env.introduce_coop(|coop| {
+        for _ in 0..4 {
+            let burner = |on: &Arc<AtomicBool>| Burner {
+                on: on.clone(),
+                done: done.clone(),
+            };
+            on_a_boxes.push(coop.add_agent_with_binder(
+                burner(&on_a),
+                a.binder_with(BindParams::new().fifo(Fifo::Individual)),
+            ));
+            on_b_boxes.push(coop.add_agent_with_binder(
+                burner(&on_b),
+                b.binder_with(BindParams::new().fifo(Fifo::Individual)),
+            ));
+        }
+    })
+    .unwrap();
+    for m in &on_a_boxes {
+        send(m, Burn).unwrap();
+    }
+    let limits = |p: &Arc<dyn ElasticPool>| {
+        let n = p.thread_count();
+        assert!((1..=3).contains(&n), "{} has {n} threads", p.name());
+    };
+
+    // Phase 1: the load is on `a`: `a` grows above its default, `b` stays at it.
+    wait_for("pool a to gain a thread", Duration::from_secs(60), || {
+        limits(&ea);
+        limits(&eb);
+        ea.thread_count() > 1 && harmonizer.stats().pools[0].current_thread_count > 1
+    });
+    assert_eq!(eb.thread_count(), 1);
+    let st = harmonizer.stats();
+    assert!(st.pools[0].counters.increasing_threads_by_needy_state >= 1);
+    assert!(
+        ea.counters()
+            .increasing_threads_by_needy_state
+            .load(Ordering::Relaxed)
+            >= 1
+    );
+
+    // Phase 2: the load moves to `b`: `b` grows, `a` goes back to its default.
+    on_a.store(false, Ordering::Relaxed);
+    on_b.store(true, Ordering::Relaxed);
+    for m in &on_b_boxes {
+        send(m, Burn).unwrap();
+    }
+    wait_for(
+        "b to grow and a to return to 1",
+        Duration::from_secs(90),
+        || {
+            limits(&ea);
+            limits(&eb);
+            // The stats are published at the end of a step: wait for them too.
+            let st = harmonizer.stats();
+            eb.thread_count() > 1
+                && ea.thread_count() == 1
+                && st.pools[1].current_thread_count > 1
+                && st.pools[0].current_thread_count == 1
+        },
+    );
+    let st = harmonizer.stats();
+    assert!(st.pools[0].counters.decreasing_threads_by_hoggish_state >= 1);
+    assert!(st.pools[1].counters.increasing_threads_by_needy_state >= 1);
+    assert!(st.iterations >= 2);
+    assert!(done.load(Ordering::Relaxed) > 0);
+
+    on_b.store(false, Ordering::Relaxed);
+    drop(harmonizer);
+    wrapped.stop_then_join().unwrap();
+}
+
+#[test]
+fn a_thread_pool_and_an_adv_thread_pool_share_one_budget_and_idle_ones_shrink_to_min() {
+    use agentbox::dispatcher::adv_thread_pool;
+    let interactive = thread_pool::Builder::new()
+        .name("interactive")
+        .thread_limits(1, 2, 3)
+        .build()
+        .unwrap();
+    let batch = adv_thread_pool::Builder::new()
+        .name("batch")
+        .thread_limits(1, 2, 3)
+        .build()
+        .unwrap();
+    let h = Harmonizer::builder()
+        .dispatcher(&interactive)
+        .dispatcher(&batch)
+        .cpu_budget(4.0)
+        .period(Duration::from_secs(3600))
+        .build()
+        .unwrap();
+    // Steps by hand, one simulated second apart: both pools are idle (hoggish), so each
+    // step takes one thread from each until its minimum.
+    let t0 = h.origin();
+    for s in 1..=4 {
+        h.harmonize_at(t0 + Duration::from_secs(s));
+    }
+    let st = h.stats();
+    assert_eq!(st.total_cores, 4.0);
+    for p in &st.pools {
+        assert!(p.is_hoggish, "{p:?}");
+        assert_eq!(p.current_thread_count, 1, "{p:?}");
+        assert_eq!(p.counters.decreasing_threads_by_hoggish_state, 1);
+    }
+    assert_eq!(interactive.elastic().unwrap().thread_count(), 1);
+    assert_eq!(batch.elastic().unwrap().thread_count(), 1);
+}

@@ -73,6 +73,52 @@ fn a_thousand_numbered_events_go_both_ways_in_order_with_their_cookies() {
     w.stop_then_join().unwrap();
 }
 
+/// Senders on several threads at once, in bursts and one by one: an event into an idle
+/// session is written by its sender, the rest by the session's writer, one writer at a
+/// time. Every event arrives, each sender's in its order.
+#[test]
+fn senders_on_several_threads_write_in_turn_and_each_sender_s_order_is_kept() {
+    const THREADS: u64 = 4;
+    const EACH: u64 = 600;
+    let w = env();
+    let nodes = cluster(w.environment(), &[1, 2], |_, s| s);
+    let (seen, got) = channel();
+    let sink = nodes[1].system.register(echo(Some(seen))).unwrap();
+    let senders: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let sys = nodes[0].system.clone();
+            std::thread::spawn(move || {
+                for i in 0..EACH {
+                    sys.send_with(sink, ActorId::EMPTY, Ping(i), EventFlags::empty(), t);
+                    // Now and then a pause: the session goes idle and the next event is
+                    // written by this thread.
+                    if i % 50 == (t * 7) % 50 {
+                        std::thread::sleep(Duration::from_millis(2));
+                    }
+                }
+            })
+        })
+        .collect();
+    for s in senders {
+        s.join().unwrap();
+    }
+    let got = take(&got, (THREADS * EACH) as usize);
+    let mut next: BTreeMap<u64, u64> = BTreeMap::new();
+    for g in &got {
+        let What::Ping(i) = g.what else {
+            panic!("not a ping: {:?}", g.what)
+        };
+        let n = next.entry(g.cookie).or_insert(0);
+        assert_eq!(i, *n, "sender {}: event {i} after {}", g.cookie, *n);
+        *n += 1;
+    }
+    assert_eq!(next, (0..THREADS).map(|t| (t, EACH)).collect());
+    let s1 = nodes[0].ic.session_stats(2).unwrap();
+    assert_eq!(s1.sessions_ended, 0);
+    assert_eq!(s1.events_out, THREADS * EACH);
+    w.stop_then_join().unwrap();
+}
+
 #[test]
 fn a_service_on_a_remote_node_is_reached_by_its_service_id() {
     let w = env();

@@ -124,6 +124,36 @@ pub(crate) struct Delivery {
     cancelled: Option<Arc<AtomicBool>>,
     /// Whether it is in its pool's queue-length count.
     counted: bool,
+    /// Handles for the same mailbox that follow `handle`, in order: a batch
+    /// ([`SystemInner::send_batch`](super::system::SystemInner::send_batch), the
+    /// interconnect's hook) is one message, one queue push, one wake-up.
+    rest: Option<Box<Rest>>,
+}
+
+/// The handles of a batch after its first (see [`Delivery::batch`]). Those still inside
+/// when it is dropped (the handler of one of them panicked, or the mailbox is gone) are
+/// reported as not delivered, like a dropped [`Delivery`].
+pub(crate) struct Rest {
+    handles: std::vec::IntoIter<EventHandle>,
+    link: &'static SystemLink,
+    counted: bool,
+}
+
+impl Drop for Rest {
+    fn drop(&mut self) {
+        if self.handles.len() == 0 {
+            return;
+        }
+        if let Some(sys) = self.link.sys.upgrade() {
+            for h in self.handles.by_ref() {
+                if self.counted {
+                    sys.dequeued(h.recipient_rewrite());
+                }
+                let reason = sys.loss_reason();
+                sys.not_delivered(h, reason);
+            }
+        }
+    }
 }
 
 impl Delivery {
@@ -139,6 +169,32 @@ impl Delivery {
             link,
             cancelled,
             counted,
+            rest: None,
+        }
+    }
+
+    /// A batch for one mailbox: `first`, then `rest` in order (delivered by the mailbox in
+    /// one go). Never for a bridge endpoint, which takes one handle per message.
+    #[cfg_attr(not(feature = "interconnect"), allow(dead_code))]
+    pub(crate) fn batch(
+        first: EventHandle,
+        rest: std::vec::IntoIter<EventHandle>,
+        link: &'static SystemLink,
+        counted: bool,
+    ) -> Self {
+        let rest = (rest.len() > 0).then(|| {
+            Box::new(Rest {
+                handles: rest,
+                link,
+                counted,
+            })
+        });
+        Delivery {
+            handle: Some(first),
+            link,
+            cancelled: None,
+            counted,
+            rest,
         }
     }
 }
@@ -171,6 +227,7 @@ impl Delivery {
             link: &DETACHED,
             cancelled: None,
             counted: false,
+            rest: None,
         }
     }
 }
@@ -357,8 +414,14 @@ impl<A: Actor> Agent for MailboxAgent<A> {
             .event_mutable(|a: &mut Self, ctx, mut d: Delivery| match d.handle.take() {
                 Some(ev) => {
                     let counted = d.counted;
+                    let rest = d.rest.take();
                     drop(d);
                     a.deliver(ctx, ev, counted);
+                    if let Some(mut rest) = rest {
+                        for ev in rest.handles.by_ref() {
+                            a.deliver(ctx, ev, counted);
+                        }
+                    }
                 }
                 None => ctx.deregister_coop(DeregReason::Shutdown),
             })?;

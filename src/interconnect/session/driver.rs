@@ -139,20 +139,30 @@ fn write_loop(node: &Arc<NodeShared>, s: &Arc<Session>, gen: u64, stream: &IcStr
     let cfg = &node.cfg;
     let mut batch = Vec::with_capacity(BATCH + Packet::HEADER_LEN + Packet::MAX_PAYLOAD);
     let mut resend = true;
-    // No ping yet on this connection: the first goes out at once.
-    let mut last_ping: Option<Instant> = None;
-    let busy_period = PING_PERIODICITY.min(cfg.ping_period);
     let mut w: &IcStream = stream;
     let mut written = 0u64;
-    let mut bodies = Vec::new();
+    // This driver holds the writer's turn (`State::writing`, see `direct`).
+    let mut mine = false;
     loop {
         batch.clear();
         let mut events_out = 0;
         {
             let mut st = s.state.lock();
+            if std::mem::take(&mut mine) {
+                st.writing = false;
+            }
             st.stats.bytes_out += std::mem::take(&mut written);
             if st.gen != gen || node.is_stopping() {
                 return;
+            }
+            if st.writing {
+                // A sender writes its packet: ours would overtake it.
+                st.driver_held = true;
+                st.driver_waiting = true;
+                s.cond.wait_for(&mut st, Duration::from_millis(1));
+                st.driver_waiting = false;
+                st.driver_held = false;
+                continue;
             }
             let mode = st.checksum;
             let now = Instant::now();
@@ -171,6 +181,9 @@ fn write_loop(node: &Arc<NodeShared>, s: &Arc<Session>, gen: u64, stream: &IcStr
                     n += 1;
                 }
                 st.stats.packets_resent += n;
+                // No ping yet on this connection: the first goes out at once.
+                st.last_ping = None;
+                st.ready_gen = gen;
             }
             for stamp in std::mem::take(&mut st.ping_responses) {
                 let p = Packet::ping_response(confirm, stamp);
@@ -178,11 +191,12 @@ fn write_loop(node: &Arc<NodeShared>, s: &Arc<Session>, gen: u64, stream: &IcStr
             }
             while batch.len() < BATCH && st.unconfirmed_bytes < cfg.inflight_window {
                 let mut payload = st.payload_buffer();
-                let events = st
-                    .out
-                    .fill(&mut payload, Packet::SENDER_PAYLOAD, &mut bodies);
+                let mut events = st.events_buffer();
+                st.out
+                    .fill(&mut payload, Packet::SENDER_PAYLOAD, &mut events);
                 if payload.is_empty() {
                     st.spare.push(payload);
+                    st.spare_events.push(events);
                     break;
                 }
                 events_out += events.len() as u64;
@@ -201,23 +215,8 @@ fn write_loop(node: &Arc<NodeShared>, s: &Arc<Session>, gen: u64, stream: &IcStr
             }
             st.stats.events_out += events_out;
             let confirm_due = confirm > st.confirm_sent;
-            // YDB's cadence: with traffic at most once a period of `busy_period`, idle once
-            // a ping period.
-            let since_ping = last_ping.map(|t| now.duration_since(t));
             let traffic = !batch.is_empty() || confirm_due;
-            let ping_due =
-                since_ping.is_none_or(|d| d >= cfg.ping_period || (traffic && d >= busy_period));
-            if ping_due {
-                last_ping = Some(now);
-                let stamp = node.now_nanos() & !Packet::PING_REQUEST_MASK;
-                let ping = Packet::ping_request(confirm, stamp);
-                write_packet(&mut batch, mode, confirm, ping.serial, &[]);
-                let micros = SystemTime::now()
-                    .duration_since(UNIX_EPOCH)
-                    .map_or(0, |d| d.as_micros() as u64);
-                let clock = Packet::clock(confirm, micros & !(7 << 61));
-                write_packet(&mut batch, mode, confirm, clock.serial, &[]);
-            }
+            add_pings(node, &mut st, &mut batch, confirm, now, traffic);
             if batch.is_empty() && confirm_due {
                 let waited = now.duration_since(st.last_confirm_at);
                 if waited >= cfg.confirm_delay {
@@ -225,32 +224,75 @@ fn write_loop(node: &Arc<NodeShared>, s: &Arc<Session>, gen: u64, stream: &IcStr
                 }
             }
             if batch.is_empty() {
-                let mut wait = last_ping.map_or(Duration::ZERO, |t| {
+                let mut wait = st.last_ping.map_or(Duration::ZERO, |t| {
                     (t + cfg.ping_period).saturating_duration_since(now)
                 });
                 if confirm_due {
                     wait = wait.min(cfg.confirm_delay);
                 }
                 wait = wait.min(dead_peer_wait(node, s, &st, now));
+                // With traffic coming in, wake up to confirm on time by ourselves: the
+                // reader then need not wake us for every packet (profile: one wake-up of
+                // this thread per packet received, for a confirm that usually goes out
+                // with the next packet anyway).
+                let rx_ago = node
+                    .now_nanos()
+                    .saturating_sub(s.last_rx.load(Ordering::Relaxed));
+                if rx_ago < PING_PERIODICITY.as_nanos() as u64 {
+                    wait = wait.min(cfg.confirm_delay);
+                }
                 wait = wait.clamp(Duration::from_millis(1), MAX_SLEEP);
                 st.driver_waiting = true;
+                st.driver_wake_at = Some(now + wait);
                 s.cond.wait_for(&mut st, wait);
+                st.driver_wake_at = None;
                 st.driver_waiting = false;
                 continue;
             }
             st.confirm_sent = confirm;
             st.last_confirm_at = now;
+            st.writing = true;
+            mine = true;
         }
-        s.recycle(&mut bodies);
         if let Err(e) = w.write_all(&batch) {
             let f = {
                 let mut st = s.state.lock();
+                st.writing = false;
                 s.lose(node, &mut st, gen, SessionError::io(&e))
             };
             f.deliver(node, s.peer);
             return;
         }
         written = batch.len() as u64;
+    }
+}
+
+/// Appends a ping request and a clock sample if they are due (YDB's cadence: with
+/// traffic at most once a `PING_PERIODICITY`, idle once a ping period); the writer of the
+/// moment calls it (the driver, or a sender writing its own packet, see `direct`).
+pub(super) fn add_pings(
+    node: &NodeShared,
+    st: &mut State,
+    batch: &mut Vec<u8>,
+    confirm: u64,
+    now: Instant,
+    traffic: bool,
+) {
+    let cfg = &node.cfg;
+    let busy_period = PING_PERIODICITY.min(cfg.ping_period);
+    let since_ping = st.last_ping.map(|t| now.duration_since(t));
+    let ping_due = since_ping.is_none_or(|d| d >= cfg.ping_period || (traffic && d >= busy_period));
+    if ping_due {
+        let mode = st.checksum;
+        st.last_ping = Some(now);
+        let stamp = node.now_nanos() & !Packet::PING_REQUEST_MASK;
+        let ping = Packet::ping_request(confirm, stamp);
+        write_packet(batch, mode, confirm, ping.serial, &[]);
+        let micros = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as u64);
+        let clock = Packet::clock(confirm, micros & !(7 << 61));
+        write_packet(batch, mode, confirm, clock.serial, &[]);
     }
 }
 

@@ -60,6 +60,10 @@ struct Effects {
     /// Of `events_in`, those whose type has no codec here.
     without_codec: u64,
     skipped: u64,
+    /// The events completed, in order, handed to the local system in one go per read
+    /// (`send_batch`: one message and one wake-up per recipient's run, where one each cost
+    /// a message allocation, a queue push and a wake-up per event).
+    handles: Vec<EventHandle>,
 }
 
 fn run(
@@ -77,6 +81,7 @@ fn run(
     let (mut start, mut end) = (0, 0);
     // The serial of the last data packet on this connection.
     let mut prev_data: Option<u64> = None;
+    let mut handles = Vec::new();
     let err = loop {
         if buf.len() - end < READ_CHUNK / 2 {
             buf.copy_within(start..end, 0);
@@ -96,7 +101,10 @@ fn run(
         };
         end += n;
         s.last_rx.store(node.now_nanos(), Ordering::Relaxed);
-        let mut fx = Effects::default();
+        let mut fx = Effects {
+            handles: std::mem::take(&mut handles),
+            ..Effects::default()
+        };
         let result = {
             let mut input = s.input.lock();
             if s.reader_gen.load(Ordering::Acquire) != gen {
@@ -116,9 +124,13 @@ fn run(
                 (check, &mut prev_data),
                 &mut fx,
             );
+            // Delivered before the input lock is released (a resumed connection's reader
+            // waits for it: order is kept) and before the confirm is published.
+            node.system.0.send_batch(&mut fx.handles);
             s.publish_processed(input.epoch, input.last_processed);
             r
         };
+        handles = std::mem::take(&mut fx.handles);
         let (used, error) = match result {
             Ok(used) => (used, None),
             Err((used, e)) => (used, Some(e)),
@@ -140,7 +152,18 @@ fn run(
                 st.stats.rtt = Some(rtt);
             }
             st.confirm(fx.confirm);
-            let wake = !fx.ping_requests.is_empty() || fx.processed_data || fx.confirm > 0;
+            // The writer is woken for a ping answer, for a confirm only if it sleeps longer
+            // than the confirm delay (it wakes up by itself in time while traffic comes
+            // in), and for the confirm of ours only if events wait (the in-flight window
+            // may have opened).
+            let confirm_wake = fx.processed_data
+                && st.driver_waiting
+                && st
+                    .driver_wake_at
+                    .is_none_or(|t| t > std::time::Instant::now() + node.cfg.confirm_delay);
+            let wake = !fx.ping_requests.is_empty()
+                || confirm_wake
+                || (fx.confirm > 0 && !st.out.is_empty());
             // Only the latest request is answered: a flood of pings cannot pile up.
             if let Some(last) = fx.ping_requests.last() {
                 st.ping_responses.clear();
@@ -314,7 +337,7 @@ fn deliver_parts(
             .with_flags(flags)
             .with_cookie(d.cookie);
         fx.events_in += 1;
-        node.system.send_handle(h);
+        fx.handles.push(h);
     }
     if let Some((ch, bytes)) = held {
         stash(input, ch, bytes, max)?;

@@ -10,6 +10,7 @@
 //! sending may come back into a session; notices to subscribers are queued under `state`
 //! and sent in order by one thread at a time ([`Session::flush_notices`]).
 
+mod direct;
 mod driver;
 mod input;
 mod lifecycle;
@@ -21,7 +22,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crossbeam_channel::{Receiver, Sender};
 use parking_lot::{Condvar, Mutex};
 
 use super::error::SessionError;
@@ -35,13 +35,10 @@ use crate::actors::{ActorId, DeadLetterReason, EventFlags, EventHandle};
 pub(crate) use driver::spawn_driver;
 pub(crate) use input::spawn_reader;
 pub(crate) use lifecycle::{NewPeer, PeerProgram};
-pub(crate) use outbox::{outbox_meta, OutEvent, Outbox, SentPacket};
+pub(crate) use outbox::{outbox_meta, OutEvent, OutMeta, Outbox, SentPacket};
 
 /// How many confirmed packets' payload buffers a session keeps for reuse.
 const SPARE_PAYLOADS: usize = 64;
-/// How many sent events' body buffers a session keeps for reuse, and the largest kept.
-const RECYCLED_BODIES: usize = 1024;
-const RECYCLED_BODY_MAX: usize = 4096;
 
 /// The connection a session has now.
 pub(crate) enum Conn {
@@ -94,6 +91,19 @@ pub(crate) struct State {
     pub(crate) disconnected_since: Option<Instant>,
     pub(crate) driver_started: bool,
     pub(crate) driver_waiting: bool,
+    /// The driver waits for another writer to finish (see `direct`).
+    pub(crate) driver_held: bool,
+    /// Until when the waiting driver sleeps (a reader wakes it for a confirm only if that
+    /// is later than the confirm delay).
+    pub(crate) driver_wake_at: Option<Instant>,
+    /// Someone writes packets outside the lock (the driver or a sender, see `direct`).
+    pub(crate) writing: bool,
+    /// The connection whose resends the driver has written: senders may write to it.
+    pub(crate) ready_gen: u64,
+    /// A sender's packet buffer, kept for the next.
+    pub(crate) direct_buf: Vec<u8>,
+    /// When the last ping request went out on this connection (`None`: none yet).
+    pub(crate) last_ping: Option<Instant>,
     /// Subscribers and their cookies; `announced` says whether NodeConnected was sent.
     pub(crate) subscribers: Vec<Subscriber>,
     /// Notices for subscribers, in the order they were decided: (actor, cookie,
@@ -105,6 +115,8 @@ pub(crate) struct State {
     pub(crate) ping_responses: Vec<u64>,
     /// Payload buffers of confirmed packets, for the next ones.
     pub(crate) spare: Vec<Vec<u8>>,
+    /// The event lists of confirmed packets (emptied), for the next ones.
+    pub(crate) spare_events: Vec<Vec<OutMeta>>,
     pub(crate) stats: SessionStats,
 }
 
@@ -140,9 +152,6 @@ pub(crate) struct Session {
     processed: Mutex<(u64, u64)>,
     /// When the last bytes came from the peer (nanoseconds since the node started).
     pub(crate) last_rx: AtomicU64,
-    /// Body buffers of sent events, back from the writer for the senders: a small event's
-    /// body is then neither allocated on the sender's thread nor freed on the writer's.
-    bodies: (Sender<Vec<u8>>, Receiver<Vec<u8>>),
 }
 
 /// What to do once the state lock is released: report the events that were not
@@ -201,11 +210,18 @@ impl Session {
                 disconnected_since: None,
                 driver_started: false,
                 driver_waiting: false,
+                driver_held: false,
+                driver_wake_at: None,
+                writing: false,
+                ready_gen: 0,
+                direct_buf: Vec::new(),
+                last_ping: None,
                 subscribers: Vec::new(),
                 notices: VecDeque::new(),
                 notifying: false,
                 ping_responses: Vec::new(),
                 spare: Vec::new(),
+                spare_events: Vec::new(),
                 stats: SessionStats {
                     peer_node: peer,
                     session_id: self_id,
@@ -223,29 +239,7 @@ impl Session {
             epoch: AtomicU64::new(0),
             processed: Mutex::new((0, 0)),
             last_rx: AtomicU64::new(0),
-            bodies: crossbeam_channel::bounded(RECYCLED_BODIES),
         }
-    }
-
-    /// An empty buffer for an event's body: a recycled one if any.
-    pub(crate) fn body_buffer(&self) -> Vec<u8> {
-        self.bodies
-            .1
-            .try_recv()
-            .unwrap_or_else(|_| Vec::with_capacity(128))
-    }
-
-    /// Gives the bodies of sent events back for reuse (small ones; the rest are freed).
-    pub(crate) fn recycle(&self, bodies: &mut Vec<Vec<u8>>) {
-        for mut b in bodies.drain(..) {
-            if b.capacity() <= RECYCLED_BODY_MAX {
-                b.clear();
-                if self.bodies.0.try_send(b).is_err() {
-                    break;
-                }
-            }
-        }
-        bodies.clear();
     }
 
     /// The last data serial processed in the current session (the confirm to send, and a
@@ -271,7 +265,7 @@ impl Session {
     pub(crate) fn enqueue(self: &Arc<Self>, node: &Arc<NodeShared>, ev: OutEvent) {
         let subscribe = ev.meta.flags.contains(EventFlags::SUBSCRIBE_ON_SESSION);
         let (sender, cookie) = (ev.meta.sender, ev.meta.cookie);
-        let fallout = {
+        let (fallout, direct) = {
             let mut st = self.state.lock();
             let refused = if node.is_stopping() {
                 // The session has ended for good (see `shutdown`): nothing would send it.
@@ -295,9 +289,15 @@ impl Session {
             } else {
                 Fallout::default()
             };
-            self.wake(node, &mut st);
-            fallout
+            let direct = self.take_direct_write(node, &mut st);
+            if direct.is_none() {
+                self.wake(node, &mut st);
+            }
+            (fallout, direct)
         };
+        if let Some(w) = direct {
+            self.direct_write(node, w);
+        }
         if !fallout.is_empty() {
             fallout.deliver(node, self.peer);
         }
@@ -529,6 +529,10 @@ impl State {
                     p.payload.clear();
                     self.spare.push(p.payload);
                 }
+                if self.spare_events.len() < SPARE_PAYLOADS {
+                    p.events.clear();
+                    self.spare_events.push(p.events);
+                }
             }
         }
     }
@@ -540,6 +544,11 @@ impl State {
         self.spare
             .pop()
             .unwrap_or_else(|| Vec::with_capacity(Packet::SENDER_PAYLOAD))
+    }
+
+    /// An empty list for the events of the next data packet (a confirmed one's, if any).
+    pub(crate) fn events_buffer(&mut self) -> Vec<OutMeta> {
+        self.spare_events.pop().unwrap_or_default()
     }
 
     /// Whether the session needs a connection now.

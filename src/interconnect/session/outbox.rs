@@ -55,20 +55,24 @@ impl OutMeta {
         let wire = self
             .flags
             .without(EventFlags::FORWARD_ON_NONDELIVERY | EventFlags::SUBSCRIBE_ON_SESSION);
-        out.extend_from_slice(&self.event_type.to_le_bytes());
-        out.extend_from_slice(&wire.bits().to_le_bytes());
-        out.extend_from_slice(&self.recipient.to_le_bytes());
-        out.extend_from_slice(&self.sender.to_le_bytes());
-        out.extend_from_slice(&self.cookie.to_le_bytes());
-        out.extend_from_slice(&[0; 28]);
-        out.extend_from_slice(&0u32.to_le_bytes());
+        // Built on the stack and appended at once (one capacity check, not seven).
+        let mut d = [0u8; EventDescriptor::LEN];
+        d[0..4].copy_from_slice(&self.event_type.to_le_bytes());
+        d[4..8].copy_from_slice(&wire.bits().to_le_bytes());
+        d[8..24].copy_from_slice(&self.recipient.to_le_bytes());
+        d[24..40].copy_from_slice(&self.sender.to_le_bytes());
+        d[40..48].copy_from_slice(&self.cookie.to_le_bytes());
+        // Trace (28 bytes) and body checksum (4) stay 0.
+        out.extend_from_slice(&d);
     }
 }
 
-/// One event waiting to leave (or partly sent).
+/// One event waiting to leave (or partly sent). A small body (up to 128 bytes) lives in
+/// the event's own slot of the outbox: queuing it allocates nothing, and nothing is freed
+/// on the writer's thread once it is sent.
 pub(crate) struct OutEvent {
     pub(crate) meta: OutMeta,
-    pub(crate) body: Vec<u8>,
+    pub(crate) body: Body,
     /// Bytes of the body already in packets.
     sent: usize,
 }
@@ -80,7 +84,7 @@ impl OutEvent {
         self.body.len() + std::mem::size_of::<OutEvent>()
     }
 
-    pub(crate) fn new(meta: OutMeta, body: Vec<u8>) -> OutEvent {
+    pub(crate) fn new(meta: OutMeta, body: Body) -> OutEvent {
         OutEvent {
             meta,
             body,
@@ -90,7 +94,7 @@ impl OutEvent {
 
     pub(crate) fn into_handle(mut self) -> EventHandle {
         if let Some(f) = self.meta.forward.as_mut() {
-            f.1 = std::mem::take(&mut self.body);
+            f.1 = std::mem::take(&mut self.body).into_vec();
         }
         self.meta.into_handle()
     }
@@ -181,62 +185,66 @@ impl Outbox {
     }
 
     /// Fills one packet payload of at most `max` bytes with parts of the waiting events;
-    /// returns the events it completes, and puts their body buffers in `bodies`. Empty
-    /// payload: nothing waits.
-    pub(crate) fn fill(
-        &mut self,
-        payload: &mut Vec<u8>,
-        max: usize,
-        bodies: &mut Vec<Vec<u8>>,
-    ) -> Vec<OutMeta> {
-        let mut done = Vec::new();
+    /// appends the events it completes to `done`. Empty payload: nothing waits.
+    pub(crate) fn fill(&mut self, payload: &mut Vec<u8>, max: usize, done: &mut Vec<OutMeta>) {
         while let Some(&ch) = self.turn.front() {
-            let room = max.saturating_sub(payload.len());
+            // The only channel with events takes its parts in one go (profile: a map
+            // look-up and a rotation of the turns per part were a third of this
+            // function's ~400 instructions per small event); with several, one part each
+            // in turn.
+            let alone = self.turn.len() == 1;
             let Some(q) = self.queues.get_mut(&ch) else {
                 self.turn.pop_front();
                 continue;
             };
-            let Some(ev) = q.front_mut() else {
-                self.turn.pop_front();
-                continue;
-            };
-            if ev.sent < ev.body.len() {
-                if room <= 4 {
-                    break;
-                }
-                let n = (room - 4)
-                    .min(ev.body.len() - ev.sent)
-                    .min(u16::MAX as usize);
-                payload.extend_from_slice(&ch.to_le_bytes());
-                payload.extend_from_slice(&(n as u16).to_le_bytes());
-                payload.extend_from_slice(&ev.body[ev.sent..ev.sent + n]);
-                ev.sent += n;
-            } else {
-                if room < 4 + EventDescriptor::LEN {
-                    break;
-                }
-                payload.extend_from_slice(&(ch | 0x8000).to_le_bytes());
-                payload.extend_from_slice(&(EventDescriptor::LEN as u16).to_le_bytes());
-                ev.meta.write_descriptor(payload);
-                if let Some(mut ev) = q.pop_front() {
-                    self.len -= 1;
-                    self.bytes -= ev.cost();
-                    // Keep the body for a forward on non-delivery.
-                    match ev.meta.forward.as_mut() {
-                        Some(f) => f.1 = std::mem::take(&mut ev.body),
-                        None => bodies.push(std::mem::take(&mut ev.body)),
+            let full = loop {
+                let Some(ev) = q.front_mut() else {
+                    break false;
+                };
+                let room = max.saturating_sub(payload.len());
+                if ev.sent < ev.body.len() {
+                    if room <= 4 {
+                        break true;
                     }
-                    done.push(ev.meta);
+                    let n = (room - 4)
+                        .min(ev.body.len() - ev.sent)
+                        .min(u16::MAX as usize);
+                    payload.reserve(4 + n + 4 + EventDescriptor::LEN);
+                    payload.extend_from_slice(&ch.to_le_bytes());
+                    payload.extend_from_slice(&(n as u16).to_le_bytes());
+                    payload.extend_from_slice(&ev.body[ev.sent..ev.sent + n]);
+                    ev.sent += n;
+                } else {
+                    if room < 4 + EventDescriptor::LEN {
+                        break true;
+                    }
+                    payload.extend_from_slice(&(ch | 0x8000).to_le_bytes());
+                    payload.extend_from_slice(&(EventDescriptor::LEN as u16).to_le_bytes());
+                    ev.meta.write_descriptor(payload);
+                    if let Some(mut ev) = q.pop_front() {
+                        self.len -= 1;
+                        self.bytes -= ev.cost();
+                        // Keep the body for a forward on non-delivery.
+                        if let Some(f) = ev.meta.forward.as_mut() {
+                            f.1 = std::mem::take(&mut ev.body).into_vec();
+                        }
+                        done.push(ev.meta);
+                    }
                 }
-                if q.is_empty() {
-                    self.turn.pop_front();
-                    continue;
+                if !alone {
+                    break false;
                 }
+            };
+            if full {
+                break;
             }
-            // Next part from the next channel with events.
-            self.turn.rotate_left(1);
+            if q.is_empty() {
+                self.turn.pop_front();
+            } else {
+                // Next part from the next channel with events.
+                self.turn.rotate_left(1);
+            }
         }
-        done
     }
 }
 
@@ -272,7 +280,7 @@ mod tests {
                 forward: None,
                 decode: None,
             },
-            vec![cookie as u8; len],
+            Body::from_vec(vec![cookie as u8; len]),
         )
     }
 
@@ -322,9 +330,9 @@ mod tests {
         let mut done = 0;
         loop {
             let mut p = Vec::new();
-            done += o
-                .fill(&mut p, Packet::SENDER_PAYLOAD, &mut Vec::new())
-                .len();
+            let mut completed = Vec::new();
+            o.fill(&mut p, Packet::SENDER_PAYLOAD, &mut completed);
+            done += completed.len();
             if p.is_empty() {
                 break;
             }

@@ -233,6 +233,30 @@ mod packet {
         assert_eq!(Packet::decode(&bytes), Ok((p, 322)));
     }
 
+    /// Small packets are hashed in one go, larger ones by the streaming hasher: the same
+    /// digest of the same bytes on both sides of the cut and of XXH3's own size classes.
+    #[test]
+    fn xxh3_in_one_go_and_streamed_agree_at_every_size() {
+        use std::hash::Hasher as _;
+        let payload: Vec<u8> = (0..1100u32).map(|i| (i * 13 + 5) as u8).collect();
+        for len in 0..=payload.len() {
+            let p = &payload[..len];
+            let mut h = twox_hash::XxHash3_64::new();
+            let mut header = Vec::new();
+            header.extend_from_slice(&9u64.to_le_bytes());
+            header.extend_from_slice(&10u64.to_le_bytes());
+            header.extend_from_slice(&0u32.to_le_bytes());
+            header.extend_from_slice(&(len as u16).to_le_bytes());
+            h.write(&header);
+            h.write(p);
+            assert_eq!(
+                PacketChecksum::Xxh3.compute(9, 10, p),
+                h.finish() as u32,
+                "{len}"
+            );
+        }
+    }
+
     /// XXH3 vectors computed independently, with the reference C library (libxxhash 0.8.1,
     /// `XXH3_64bits`) over the 22 header bytes with the checksum zeroed, then the payload.
     #[test]

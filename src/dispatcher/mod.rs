@@ -33,6 +33,7 @@ pub mod active_obj;
 pub(crate) mod activity;
 pub(crate) mod adv_queue;
 pub mod adv_thread_pool;
+pub(crate) mod idle;
 pub mod one_per_prio;
 pub mod one_thread;
 pub(crate) mod pool;

@@ -31,6 +31,39 @@ fn rate(name: &str, count: u64, time: Duration, unit: &str) {
     );
 }
 
+/// `rounds` round trips of an 8-byte payload between two plain threads over two crossbeam
+/// channels: what a hand-written program pays, for comparison with the agents' figure.
+fn raw_threads_cross_thread(rounds: u64) -> Duration {
+    let (ping_tx, ping_rx) = crossbeam_channel::unbounded::<[u8; 8]>();
+    let (pong_tx, pong_rx) = crossbeam_channel::unbounded::<[u8; 8]>();
+    let ponger = std::thread::spawn(move || {
+        let mut count = 0u64;
+        while let Ok(b) = ping_rx.recv() {
+            count += 1;
+            if pong_tx.send(b).is_err() {
+                break;
+            }
+        }
+        count
+    });
+    let started = std::time::Instant::now();
+    ping_tx.send([0u8; 8]).expect("the ponger is alive");
+    for done in 1..=rounds {
+        let b = pong_rx.recv().expect("the ponger is alive");
+        if done < rounds {
+            ping_tx.send(b).expect("the ponger is alive");
+        }
+    }
+    let elapsed = started.elapsed();
+    drop(ping_tx);
+    assert_eq!(
+        ponger.join().expect("the ponger"),
+        rounds,
+        "raw ping-pong count"
+    );
+    elapsed
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|a| a == "--quick");
@@ -63,6 +96,17 @@ fn main() {
             let rounds = rounds * scale;
             rate(name, 2 * rounds, scenario(rounds), "msg/s");
         }
+    }
+    if run("raw_threads_cross_thread") {
+        // The baseline for `ping_pong_cross_thread`: the same round trips of an 8-byte
+        // payload between two plain threads over two crossbeam channels.
+        let rounds = 200_000 * scale;
+        rate(
+            "raw_threads_cross_thread",
+            2 * rounds,
+            raw_threads_cross_thread(rounds),
+            "msg/s",
+        );
     }
     if run("fanout_16") {
         let (t, deliveries) = scenarios::fanout(16, 1000 * scale);

@@ -30,10 +30,12 @@
 //! ```
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use ahash::AHashMap;
 use parking_lot::Mutex;
 
+use super::idle::{spin_threshold_method, spin_threshold_or_default};
 use super::one_thread::quantity;
 use super::serial::SerialWorker;
 use super::{
@@ -47,6 +49,7 @@ use crate::stats::{Quantity, SourceReg, StatsSource};
 #[derive(Debug, Default, Clone)]
 pub struct Builder {
     common: CommonParams,
+    spin: Option<Duration>,
 }
 
 impl Builder {
@@ -57,6 +60,7 @@ impl Builder {
     }
 
     common_builder_methods!();
+    spin_threshold_method!();
 
     /// Makes the dispatcher; threads start as groups get their first agent. Its
     /// [`binder`](DispatcherHandle::binder) binds to the group named `""`; use
@@ -70,6 +74,7 @@ impl Builder {
         let name = self.common.name("active_group");
         let groups = Arc::new(Groups {
             activity: self.common.activity(),
+            spin: spin_threshold_or_default(self.spin),
             name: name.clone(),
             prefix: format!("disp/active_group/{name}"),
             map: Mutex::new(AHashMap::new()),
@@ -101,6 +106,7 @@ struct Group {
 
 struct Groups {
     activity: bool,
+    spin: Duration,
     name: Arc<str>,
     prefix: String,
     map: Mutex<AHashMap<Arc<str>, Group>>,
@@ -160,9 +166,10 @@ impl BinderImpl for GroupBinder {
             g.agents += 1;
             return Ok(());
         }
-        let worker = SerialWorker::spawn(
+        let worker = SerialWorker::spawn_spinning(
             format!("{}-{}", self.groups.name, self.group),
             self.groups.activity,
+            self.groups.spin,
         )
         .map_err(BindError::Spawn)?;
         map.insert(

@@ -29,10 +29,12 @@
 //! ```
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use ahash::AHashMap;
 use parking_lot::Mutex;
 
+use super::idle::{spin_threshold_method, spin_threshold_or_default};
 use super::one_thread::quantity;
 use super::serial::SerialWorker;
 use super::{
@@ -46,6 +48,7 @@ use crate::stats::{Quantity, SourceReg, StatsSource};
 #[derive(Debug, Default, Clone)]
 pub struct Builder {
     common: CommonParams,
+    spin: Option<Duration>,
 }
 
 impl Builder {
@@ -56,6 +59,7 @@ impl Builder {
     }
 
     common_builder_methods!();
+    spin_threshold_method!();
 
     /// Makes the dispatcher; threads start as agents are bound.
     ///
@@ -66,6 +70,7 @@ impl Builder {
         let name = self.common.name("active_obj");
         let shared = Arc::new(Threads {
             activity: self.common.activity(),
+            spin: spin_threshold_or_default(self.spin),
             name: name.clone(),
             prefix: format!("disp/active_obj/{name}"),
             map: Mutex::new(AHashMap::new()),
@@ -92,6 +97,7 @@ struct AgentThread {
 /// The agents' threads, shared by the binder and the stats source.
 struct Threads {
     activity: bool,
+    spin: Duration,
     name: Arc<str>,
     prefix: String,
     map: Mutex<AHashMap<AgentId, AgentThread>>,
@@ -120,9 +126,10 @@ struct ActiveObjBinder {
 impl BinderImpl for ActiveObjBinder {
     fn preallocate(&self, agent: &AgentRef) -> Result<(), BindError> {
         self.stats.register(agent);
-        let worker = SerialWorker::spawn(
+        let worker = SerialWorker::spawn_spinning(
             format!("{}-{}", self.shared.name, agent.id().as_u64()),
             self.shared.activity,
+            self.shared.spin,
         )
         .map_err(BindError::Spawn)?;
         self.shared.map.lock().insert(

@@ -34,6 +34,7 @@ pub(crate) mod activity;
 pub(crate) mod adv_queue;
 pub mod adv_thread_pool;
 pub mod elastic;
+pub(crate) mod idle;
 pub mod one_per_prio;
 pub mod one_thread;
 pub(crate) mod pool;

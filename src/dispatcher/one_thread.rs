@@ -6,13 +6,21 @@
 //!
 //! ```
 //! use agentbox::dispatcher::one_thread;
-//! let disp = one_thread::Builder::new().name("net").build().unwrap();
+//! use std::time::Duration;
+//!
+//! let disp = one_thread::Builder::new()
+//!     .name("net")
+//!     .spin_threshold(Duration::from_micros(50))
+//!     .build()
+//!     .unwrap();
 //! assert_eq!(disp.kind(), "one_thread");
 //! assert_eq!(disp.name(), "net");
 //! ```
 
 use std::sync::Arc;
+use std::time::Duration;
 
+use super::idle::{spin_threshold_method, spin_threshold_or_default};
 use super::serial::SerialWorker;
 use super::{
     common_builder_methods, AgentKey, BindError, Binder, BinderImpl, BuildError, CommonParams,
@@ -25,6 +33,7 @@ use crate::stats::{Quantity, SourceReg, StatsSource};
 #[derive(Debug, Default, Clone)]
 pub struct Builder {
     common: CommonParams,
+    spin: Option<Duration>,
 }
 
 impl Builder {
@@ -34,6 +43,7 @@ impl Builder {
     }
 
     common_builder_methods!();
+    spin_threshold_method!();
 
     /// Starts the worker thread.
     ///
@@ -42,8 +52,12 @@ impl Builder {
     /// [`BuildError::Spawn`] if the thread cannot be started.
     pub fn build(self) -> Result<DispatcherHandle, BuildError> {
         let name = self.common.name("one_thread");
-        let worker = SerialWorker::spawn(name.to_string(), self.common.activity())
-            .map_err(BuildError::Spawn)?;
+        let worker = SerialWorker::spawn_spinning(
+            name.to_string(),
+            self.common.activity(),
+            spin_threshold_or_default(self.spin),
+        )
+        .map_err(BuildError::Spawn)?;
         let core = Arc::new(Core {
             prefix: format!("disp/one_thread/{name}"),
             worker,

@@ -20,28 +20,30 @@
 //!
 //! # Races
 //!
-//! A push from another thread that lands while the worker blocks in `recv` wakes it. A push
-//! after the worker stopped is dropped with the channel (the agents it was for are gone).
-//! A local push skips the channel only when [`ChannelCount`] says it holds nothing; that
-//! handshake is checked by the loom model `serial::loom_tests`, the ordering rules by the
-//! dispatcher suite (`tests/common/suite.rs`) on every single-threaded kind.
+//! An idle worker spins, then parks (see [`idle`](super::idle)): a push from another thread
+//! announces itself to the worker's [`Idle`] before it enters the channel and unparks the
+//! worker after, only if it saw it parked; a spinning worker sees the announcement by
+//! itself. A push after the worker stopped is dropped with the channel (the agents it was
+//! for are gone). A local push skips the channel only when the announced count says it
+//! holds nothing (see [`SerialQueue::channel_may_hold`]); that handshake is checked by the
+//! loom model `serial::loom_tests`, the park/wake handshake by `idle::loom_tests`, the
+//! ordering rules by the dispatcher suite (`tests/common/suite.rs`) on every
+//! single-threaded kind.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize as StdAtomicUsize, Ordering as StdOrdering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
 use parking_lot::Mutex;
 
 use super::activity::Activity;
+use super::idle::{Idle, Spin};
 use super::{AgentTable, Demand, EventQueue};
 use crate::agent::AgentCore;
-use crate::sync::{AtomicUsize, Ordering};
-
-/// Polls of the channel before the worker parks (half spinning, half yielding).
-const SPIN_ROUNDS: u32 = 64;
 
 thread_local! {
     /// Address of the `SerialQueue` this thread serves; 0 when it serves none. Kept apart
@@ -57,8 +59,11 @@ pub(crate) struct SerialQueue {
     /// Demands from other threads, and the stop command (`Demand::stop_worker`).
     tx: Sender<Demand>,
     rx: Receiver<Demand>,
-    /// Commands sent to the channel and not yet taken (see [`ChannelCount`]).
-    in_channel: ChannelCount,
+    /// The worker's idle state, and the count of commands sent to the channel and not yet
+    /// taken (see [`channel_may_hold`](Self::channel_may_hold)).
+    idle: Idle,
+    /// How long the idle worker spins before it parks.
+    spin: Duration,
     /// Length of the worker's local deque when its current burst began (a plain store per
     /// burst, for stats only).
     round_len: StdAtomicUsize,
@@ -69,12 +74,13 @@ pub(crate) struct SerialQueue {
 }
 
 impl SerialQueue {
-    pub(crate) fn with_activity(track: bool) -> Arc<Self> {
+    pub(crate) fn new(track: bool, spin: Duration) -> Arc<Self> {
         let (tx, rx) = crossbeam_channel::unbounded();
         Arc::new(SerialQueue {
             tx,
             rx,
-            in_channel: ChannelCount::default(),
+            idle: Idle::default(),
+            spin,
             round_len: StdAtomicUsize::new(0),
             activity: track.then(Activity::default),
             retired: Mutex::new(None),
@@ -108,24 +114,38 @@ impl SerialQueue {
         self.send(demand.inline_if_to(agent.mbox_id()));
     }
 
+    /// Announces, sends, and unparks the worker if the announcement found it parked.
     fn send(&self, cmd: Demand) {
-        self.in_channel.before_send();
+        let notice = self.idle.notify();
         // Err only once the worker is gone, and then the agents are gone too.
         let _ = self.tx.send(cmd);
+        self.idle.published(notice);
     }
 
     fn received(&self) {
-        self.in_channel.received();
+        self.idle.taken();
     }
 
     /// Demands waiting, roughly: in the channel plus the local deque as of the current burst.
     pub(crate) fn waiting(&self) -> usize {
-        self.in_channel.roughly() + self.round_len.load(StdOrdering::Relaxed)
+        self.idle.pending() + self.round_len.load(StdOrdering::Relaxed)
     }
 
+    /// Whether the channel may hold a command: some were announced and not yet taken.
+    ///
+    /// Senders announce *before* they send, the worker counts a command taken *after* it
+    /// receives it. A local push (on the worker itself) that reads `false` knows that every
+    /// remote push that happened before it has been taken already — that push announced
+    /// itself first, and only the worker lowers the count, after taking it — so the local
+    /// push may skip the channel and keep FIFO order (ordering rule 2). One plain load
+    /// instead of `Receiver::is_empty`, which cost 44 instructions per call in the profile.
+    ///
+    /// Races: a remote push concurrent with (not before) the local push may be counted or
+    /// not; either order is a valid FIFO order for two concurrent pushes. Checked by the
+    /// loom model `serial::loom_tests` and by the ordering tests of the dispatcher suite.
     #[inline]
     fn channel_may_hold(&self) -> bool {
-        self.in_channel.may_hold()
+        self.idle.has_pending()
     }
 
     /// Moves everything the channel holds to the back of `q`; notes a stop.
@@ -148,30 +168,6 @@ impl SerialQueue {
         }
     }
 
-    /// Before parking the thread (a futex wait, and a wake-up syscall for the next sender),
-    /// polls the channel for a short while: a reply in a cross-thread conversation usually
-    /// arrives within microseconds.
-    fn spin_for_work(&self) -> Option<Demand> {
-        for i in 0..SPIN_ROUNDS {
-            if self.channel_may_hold() {
-                if let Ok(d) = self.rx.try_recv() {
-                    self.received();
-                    if d.is_stop_worker() {
-                        STOP.set(true);
-                        return None;
-                    }
-                    return Some(d);
-                }
-            }
-            if i < SPIN_ROUNDS / 2 {
-                std::hint::spin_loop();
-            } else {
-                std::thread::yield_now();
-            }
-        }
-        None
-    }
-
     /// The worker loop; returns when [`stop`](Self::stop) is called.
     ///
     /// The demands run under one `catch_unwind` for as long as nothing panics: a panic
@@ -184,6 +180,7 @@ impl SerialQueue {
     /// and counted through the table, which keeps what it needs of the finished agents.
     pub(crate) fn run(self: &Arc<Self>) {
         let mut agents = AgentTable::default();
+        self.idle.register_current();
         SERVING.set(self.key());
         STOP.set(false);
         while let Err(payload) = catch_unwind(AssertUnwindSafe(|| self.serve(&mut agents))) {
@@ -214,6 +211,7 @@ impl SerialQueue {
     /// take the whole deque per round; with one demand in flight, as in a conversation,
     /// every round paid its setup for one demand: ping-pong 7% slower, a stream 1% faster.)
     fn serve(&self, agents: &mut AgentTable) {
+        let mut spin = Spin::new(self.spin);
         loop {
             if STOP.get() {
                 return;
@@ -234,29 +232,15 @@ impl SerialQueue {
                 return;
             }
             if empty {
-                // Waiting: spinning, then parked.
+                // Waiting: spinning, then parked; back to the top to drain what came.
                 let waiting = self.activity.as_ref().map(|_| std::time::Instant::now());
-                let first = match self.spin_for_work() {
-                    Some(d) => d,
-                    None if STOP.get() => return,
-                    None => match self.rx.recv() {
-                        Ok(d) if !d.is_stop_worker() => {
-                            self.received();
-                            d
-                        }
-                        Ok(_) => {
-                            self.received();
-                            STOP.set(true);
-                            return;
-                        }
-                        Err(_) => return,
-                    },
-                };
+                self.idle.wait(&mut spin);
                 if let (Some(a), Some(t)) = (&self.activity, waiting) {
                     a.waited_since(t);
                 }
-                LOCAL.with_borrow_mut(|q| q.push_front(first));
+                continue;
             }
+            spin.found();
             // One call site for `run`: with two (one per tracking mode) it stopped being
             // inlined, at 24 more instructions per message.
             for _ in 0..BURST {
@@ -324,42 +308,6 @@ impl EventQueue for SerialQueue {
     }
 }
 
-/// How many commands were sent to a serial queue's channel and not yet taken by its worker.
-///
-/// Raised *before* each send, lowered by the worker *after* each receive. A local push (on
-/// the worker itself) that reads 0 knows that every remote push that happened before it has
-/// been taken already — that push raised the count first, and only the worker lowers it,
-/// after taking it — so the local push may skip the channel and keep FIFO order (ordering
-/// rule 2). One plain load instead of `Receiver::is_empty`, which cost 44 instructions per
-/// call in the profile.
-///
-/// Races: a remote push concurrent with (not before) the local push may be counted or
-/// not; either order is a valid FIFO order for two concurrent pushes. Checked by the loom
-/// model `serial::loom_tests` and by the ordering tests of the dispatcher suite.
-#[derive(Default)]
-pub(crate) struct ChannelCount(AtomicUsize);
-
-impl ChannelCount {
-    #[inline]
-    pub(crate) fn before_send(&self) {
-        self.0.fetch_add(1, Ordering::AcqRel);
-    }
-
-    #[inline]
-    pub(crate) fn received(&self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
-
-    #[inline]
-    pub(crate) fn may_hold(&self) -> bool {
-        self.0.load(Ordering::Acquire) != 0
-    }
-
-    pub(crate) fn roughly(&self) -> usize {
-        self.0.load(Ordering::Relaxed)
-    }
-}
-
 #[cfg(all(test, loom))]
 mod loom_tests {
     use std::collections::VecDeque;
@@ -367,7 +315,7 @@ mod loom_tests {
     use loom::sync::atomic::{AtomicBool, Ordering};
     use loom::sync::Arc;
 
-    use super::ChannelCount;
+    use crate::dispatcher::idle::Idle;
     use crate::sync::Mutex;
 
     /// A remote push that happened before a local push is handled before it: the local
@@ -376,14 +324,15 @@ mod loom_tests {
     #[test]
     fn a_local_push_never_overtakes_an_earlier_remote_push() {
         loom::model(|| {
-            let count = Arc::new(ChannelCount::default());
+            let count = Arc::new(Idle::default());
             let channel = Arc::new(Mutex::new(VecDeque::new()));
             let sent = Arc::new(AtomicBool::new(false));
             let remote = {
                 let (count, channel, sent) = (count.clone(), channel.clone(), sent.clone());
                 loom::thread::spawn(move || {
-                    count.before_send();
+                    let notice = count.notify();
                     channel.lock().push_back("remote");
+                    count.published(notice);
                     sent.store(true, Ordering::Release);
                 })
             };
@@ -392,13 +341,13 @@ mod loom_tests {
             let mut local = VecDeque::new();
             let take = |local: &mut VecDeque<&'static str>| {
                 while let Some(c) = channel.lock().pop_front() {
-                    count.received();
+                    count.taken();
                     local.push_back(c);
                 }
             };
             take(&mut local);
             let before = sent.load(Ordering::Acquire);
-            if count.may_hold() {
+            if count.has_pending() {
                 take(&mut local);
             }
             local.push_back("local");
@@ -408,7 +357,7 @@ mod loom_tests {
                 assert_eq!(local, ["remote", "local"]);
             }
             assert_eq!(local.len(), 2);
-            assert!(!count.may_hold());
+            assert!(!count.has_pending());
         });
     }
 }
@@ -422,8 +371,20 @@ pub(crate) struct SerialWorker {
 }
 
 impl SerialWorker {
+    /// Starts a worker that spins for [`DEFAULT_SPIN_THRESHOLD`] before it parks.
+    ///
+    /// [`DEFAULT_SPIN_THRESHOLD`]: super::idle::DEFAULT_SPIN_THRESHOLD
     pub(crate) fn spawn(name: String, activity: bool) -> std::io::Result<Self> {
-        let queue = SerialQueue::with_activity(activity);
+        Self::spawn_spinning(name, activity, super::idle::DEFAULT_SPIN_THRESHOLD)
+    }
+
+    /// Starts a worker that spins for `spin` before it parks when it has nothing to do.
+    pub(crate) fn spawn_spinning(
+        name: String,
+        activity: bool,
+        spin: Duration,
+    ) -> std::io::Result<Self> {
+        let queue = SerialQueue::new(activity, spin);
         let worker = queue.clone();
         let thread = std::thread::Builder::new()
             .name(name)

@@ -70,6 +70,8 @@ pub(crate) struct AgentCore {
     pub(crate) coop: OnceLock<Weak<CoopInner>>,
     /// The environment's drop counters.
     pub(crate) drops: Arc<DropCounters>,
+    /// Its type name and current state, for `Environment::introspect`.
+    pub(crate) shown: crate::environment::introspect::Shown,
 }
 
 /// The parts of an agent's core its worker has not taken yet.
@@ -90,6 +92,7 @@ impl AgentCore {
         priority: Priority,
         reaction: ExceptionReaction,
         env: &Environment,
+        type_name: fn() -> &'static str,
     ) -> Self {
         AgentCore {
             id,
@@ -105,6 +108,7 @@ impl AgentCore {
             trace: env.0.trace.clone(),
             drops: env.0.drops.clone(),
             limits: OnceLock::new(),
+            shown: crate::environment::introspect::Shown::new(type_name),
         }
     }
 

@@ -195,6 +195,7 @@ pub(crate) fn create_thread_safe<A: Agent + Sync>(
         agent.priority(),
         agent.exception_reaction(),
         env,
+        std::any::type_name::<A>,
     ));
     let ctx = Context::new(Arc::downgrade(&core), id, env.clone());
     let inner = exec::Inner::new(agent, ctx);
@@ -210,6 +211,7 @@ pub(crate) fn create<A: Agent>(agent: A, env: &Environment) -> (AgentArc, Box<dy
         agent.priority(),
         agent.exception_reaction(),
         env,
+        std::any::type_name::<A>,
     ));
     let ctx = Context::new(Arc::downgrade(&core), id, env.clone());
     (core, Box::new(exec::Inner::new(agent, ctx)))

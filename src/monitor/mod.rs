@@ -369,10 +369,7 @@ impl Monitor {
     /// ```
     pub fn add_system(&self, system: &ActorSystem) -> Result<(), MonitorError> {
         let mut systems = self.shared.systems.lock();
-        if systems
-            .iter()
-            .any(|a| Arc::ptr_eq(&a.system.0, &system.0))
-        {
+        if systems.iter().any(|a| Arc::ptr_eq(&a.system.0, &system.0)) {
             return Ok(());
         }
         let log = Arc::new(DeadLetterLog::default());

@@ -133,7 +133,9 @@ pub(crate) fn run(server: &tiny_http::Server, shared: &Shared, env: &WeakEnv) {
             }
             _ => return,
         }
-        let wait = next_sample.saturating_duration_since(Instant::now()).min(POLL);
+        let wait = next_sample
+            .saturating_duration_since(Instant::now())
+            .min(POLL);
         match server.recv_timeout(wait) {
             Ok(Some(request)) => {
                 let Some(e) = env.upgrade() else { return };
@@ -166,7 +168,10 @@ fn answer(request: Request, env: &Environment, shared: &Shared, sampler: &Sample
             let mut all = BTreeMap::new();
             all.insert("environment", value(&EnvView::new(&snap)));
             all.insert("coops", value(&CoopsView::new(&snap)));
-            all.insert("dispatchers", value(&DispatchersView::new(&snap.quantities)));
+            all.insert(
+                "dispatchers",
+                value(&DispatchersView::new(&snap.quantities)),
+            );
             all.insert("systems", value(&systems(shared)));
             all.insert("interconnect", value(&interconnect(shared)));
             all.insert("history", value(&sampler.history()));
@@ -180,7 +185,10 @@ fn answer(request: Request, env: &Environment, shared: &Shared, sampler: &Sample
 /// Answers `request`; a client gone meanwhile is not an error of the server.
 fn respond(request: Request, status: u16, content_type: &str, body: String) {
     let mut response = Response::from_string(body).with_status_code(status);
-    for (k, v) in [("Content-Type", content_type), ("Cache-Control", "no-store")] {
+    for (k, v) in [
+        ("Content-Type", content_type),
+        ("Cache-Control", "no-store"),
+    ] {
         // Constants of this file, always valid.
         if let Ok(h) = Header::from_bytes(k.as_bytes(), v.as_bytes()) {
             response = response.with_header(h);

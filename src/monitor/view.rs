@@ -123,7 +123,8 @@ impl CoopsView {
         };
         // Parents come before their children (ids grow with registration): build the tree
         // bottom-up, children first.
-        let mut nodes: BTreeMap<u64, CoopView> = snap.coops.iter().map(|c| (c.id, view(c))).collect();
+        let mut nodes: BTreeMap<u64, CoopView> =
+            snap.coops.iter().map(|c| (c.id, view(c))).collect();
         let ids: Vec<u64> = nodes.keys().rev().copied().collect();
         for id in ids {
             let parent = nodes.get(&id).and_then(|c| c.parent);

@@ -31,9 +31,9 @@
 //!
 //! # Lifetime
 //!
-//! The server stops, and its thread ends, when the [`Monitor`] is dropped (the drop waits
-//! for the thread: at most one request being answered) or when the environment starts
-//! shutting down (within 100 ms). It never keeps an environment running: it holds no coop.
+//! The server stops, its thread ends and its listener closes when the [`Monitor`] is
+//! dropped (the drop waits for the thread: at most 100 ms and the request being answered)
+//! or when the environment starts shutting down (within 100 ms). It never keeps an environment running: it holds no coop.
 //!
 //! # Endpoints
 //!
@@ -222,7 +222,6 @@ impl Shared {
 /// Dropping it stops the server (and waits for its thread).
 pub struct Monitor {
     shared: Arc<Shared>,
-    server: Arc<tiny_http::Server>,
     addr: SocketAddr,
     thread: Option<JoinHandle<()>>,
 }
@@ -281,7 +280,6 @@ impl MonitorBuilder {
             reason: e.to_string(),
         })?;
         let bound = server.server_addr().to_ip().unwrap_or(first);
-        let server = Arc::new(server);
         let shared = Arc::new(Shared {
             stop: AtomicBool::new(false),
             systems: Mutex::new(Vec::new()),
@@ -289,18 +287,19 @@ impl MonitorBuilder {
             nodes: Mutex::new(Vec::new()),
         });
         let thread = {
-            let (shared, server, env) = (shared.clone(), server.clone(), env.downgrade());
+            // The thread owns the server: the listener closes as soon as it ends, whether
+            // the monitor was dropped or the environment stopped first.
+            let (shared, env) = (shared.clone(), env.downgrade());
             std::thread::Builder::new()
                 .name("agentbox-monitor".into())
                 .spawn(move || {
-                    server::run(&server, &shared, &env);
+                    server::run(server, &shared, &env);
                     shared.release();
                 })
                 .map_err(MonitorError::Spawn)?
         };
         Ok(Monitor {
             shared,
-            server,
             addr: bound,
             thread: Some(thread),
         })
@@ -403,8 +402,8 @@ impl Monitor {
 
 impl Drop for Monitor {
     fn drop(&mut self) {
+        // The thread looks at the flag at least every 100 ms.
         self.shared.stop.store(true, Ordering::Release);
-        self.server.unblock();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }

@@ -109,7 +109,7 @@ impl Sampler {
     }
 }
 
-pub(crate) fn run(server: &tiny_http::Server, shared: &Shared, env: &WeakEnv) {
+pub(crate) fn run(server: tiny_http::Server, shared: &Shared, env: &WeakEnv) {
     let mut sampler = Sampler {
         started: Instant::now(),
         last: None,
@@ -142,7 +142,7 @@ pub(crate) fn run(server: &tiny_http::Server, shared: &Shared, env: &WeakEnv) {
                 answer(request, &e, shared, &sampler);
             }
             Ok(None) => {}
-            // The listener failed, or `unblock` (the monitor is being dropped).
+            // The listener failed.
             Err(_) => return,
         }
     }

@@ -150,7 +150,7 @@ impl Agent for Counter {
         let ticks = self.ticks.clone();
         ctx.subscribe(&ticks).event(|a: &mut Self, _, _: &Tick| {
             let n = a.seen.fetch_add(1, Ordering::Relaxed) + 1;
-            if n % 10 == 0 {
+            if n.is_multiple_of(10) {
                 let _ = send(&a.report, Tick(n));
             }
         })?;

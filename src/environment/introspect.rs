@@ -7,7 +7,7 @@
 //! |---|---|---|
 //! | coops, their agents and statuses | the coop registry | a coop is registered or goes |
 //! | an agent's type name | the agent's core | the agent is created |
-//! | an agent's current state | the agent's core ([`Shown`]) | the agent changes state |
+//! | an agent's current state | the agent's core | the agent changes state |
 //! | queue lengths, threads, busy/idle | the dispatchers' stats sources | (counted anyway) |
 //! | named mboxes, timers, drops | the environment | (counted anyway) |
 //!

@@ -123,6 +123,7 @@ impl<A: Agent> Inner<A> {
                     .state(s.name())
             });
         }
+        #[cfg(feature = "monitor")]
         if let Some(core) = self.ctx.this.upgrade() {
             core.shown.set_state(&leaf);
         }

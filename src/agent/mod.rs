@@ -229,7 +229,9 @@ mod size_budget {
 
     #[test]
     fn the_per_agent_structures_stay_within_their_byte_budget() {
-        assert!(size_of::<super::core::AgentCore>() <= 248);
+        // Feature `monitor` adds the agent's type name and current state (24 bytes).
+        let core_budget = if cfg!(feature = "monitor") { 272 } else { 248 };
+        assert!(size_of::<super::core::AgentCore>() <= core_budget);
         assert!(size_of::<super::Context<Empty>>() <= 208);
         assert!(size_of::<super::exec::Inner<Empty>>() <= 240);
         assert!(size_of::<super::context::States>() <= 24);

@@ -6,12 +6,14 @@
 //! | figure | kept by | written when |
 //! |---|---|---|
 //! | coops, their agents and statuses | the coop registry | a coop is registered or goes |
-//! | an agent's type name | the agent's core | the agent is created |
-//! | an agent's current state | the agent's core | the agent changes state |
+//! | an agent's type name (feature `monitor`) | the agent's core | the agent is created |
+//! | an agent's current state (feature `monitor`) | the agent's core | the agent changes state |
 //! | queue lengths, threads, busy/idle | the dispatchers' stats sources | (counted anyway) |
 //! | named mboxes, timers, drops | the environment | (counted anyway) |
 //!
-//! An agent's current state is published by its worker when the agent switches state (a
+//! An agent's type name and current state are kept only in builds with the feature
+//! `monitor` (24 bytes an agent, and a lock taken at each state switch); without it they
+//! are `None`. An agent's current state is published by its worker when the agent switches state (a
 //! lock taken per switch, never per message); a reader sees the state the agent was in at
 //! its last switch, which may be a switch requested by a handler still running.
 //!
@@ -32,6 +34,7 @@ use crate::stats::Quantity;
 ///
 /// Cold: read only by [`Environment::introspect`], written at creation and at each state
 /// switch.
+#[cfg(feature = "monitor")]
 pub(crate) struct Shown {
     type_name: fn() -> &'static str,
     /// The current leaf state; `None` until the first switch (the default state, where
@@ -39,6 +42,7 @@ pub(crate) struct Shown {
     state: Mutex<Option<State>>,
 }
 
+#[cfg(feature = "monitor")]
 impl Shown {
     pub(crate) fn new(type_name: fn() -> &'static str) -> Self {
         Shown {
@@ -132,13 +136,14 @@ pub enum AgentStatus {
 pub struct AgentInfo {
     /// The agent's id (its direct mbox's id).
     pub id: AgentId,
-    /// The Rust type of the agent ([`std::any::type_name`]).
-    pub type_name: &'static str,
+    /// The Rust type of the agent ([`std::any::type_name`]); `None` without the feature
+    /// `monitor`.
+    pub type_name: Option<&'static str>,
     /// The agent's name, for agents that have one; `None` otherwise.
     pub name: Option<String>,
     /// The name of its current leaf state (`"<default>"` for the default state), as of its
-    /// last state switch.
-    pub state: String,
+    /// last state switch; `None` without the feature `monitor`.
+    pub state: Option<String>,
     /// Where the agent is in its life.
     pub status: AgentStatus,
     /// Its priority.
@@ -146,8 +151,8 @@ pub struct AgentInfo {
 }
 
 impl Environment {
-    /// A snapshot of the environment: uptime, coops with their agents (type, state,
-    /// status), named mboxes, timers, drops, and the dispatchers' figures.
+    /// A snapshot of the environment: uptime, coops with their agents (status; type and
+    /// state with the feature `monitor`), named mboxes, timers, drops, and the dispatchers' figures.
     ///
     /// Read-only and taken on the caller's thread; it takes the environment's lock (and each
     /// coop's, one at a time) briefly, never while calling user code. What it reads is kept
@@ -167,8 +172,11 @@ impl Environment {
     ///     let snap = env.introspect();
     ///     assert_eq!(snap.coops.len(), 1);
     ///     let agent = &snap.coops[0].agents[0];
-    ///     assert!(agent.type_name.ends_with("Worker"));
-    ///     assert_eq!(agent.state, "<default>");
+    ///     assert_eq!(agent.status, agentbox::environment::AgentStatus::Active);
+    ///     if cfg!(feature = "monitor") {
+    ///         assert!(agent.type_name.unwrap().ends_with("Worker"));
+    ///         assert_eq!(agent.state.as_deref(), Some("<default>"));
+    ///     }
     ///     env.stop();
     /// }).unwrap();
     /// ```
@@ -187,9 +195,15 @@ impl Environment {
                         .iter()
                         .map(|a| AgentInfo {
                             id: a.id,
-                            type_name: (a.shown.type_name)(),
+                            #[cfg(feature = "monitor")]
+                            type_name: Some((a.shown.type_name)()),
+                            #[cfg(not(feature = "monitor"))]
+                            type_name: None,
                             name: None,
-                            state: a.shown.state_name(),
+                            #[cfg(feature = "monitor")]
+                            state: Some(a.shown.state_name()),
+                            #[cfg(not(feature = "monitor"))]
+                            state: None,
                             status: match a.status() {
                                 crate::agent::core::DEFINING => AgentStatus::Defining,
                                 crate::agent::core::ACTIVE => AgentStatus::Active,

@@ -65,9 +65,9 @@ pub(crate) struct CoopView {
 #[derive(Serialize)]
 struct AgentView {
     id: u64,
-    type_name: &'static str,
+    type_name: Option<&'static str>,
     name: Option<String>,
-    state: String,
+    state: Option<String>,
     status: &'static str,
     priority: usize,
     /// Demands waiting in the agent's own queue (`active_obj`, an individual FIFO).

@@ -23,10 +23,13 @@
 
 use std::time::Duration;
 
+#[cfg(feature = "monitor")]
 use parking_lot::Mutex;
 
 use super::Environment;
-use crate::agent::{AgentId, Priority, State};
+#[cfg(feature = "monitor")]
+use crate::agent::State;
+use crate::agent::{AgentId, Priority};
 use crate::drops::DropCounts;
 use crate::stats::Quantity;
 

@@ -477,7 +477,6 @@ fn run() -> Result<(), String> {
             std::thread::sleep(Duration::from_secs(3600));
         }
     }
-    drop(serving);
     drop(answers);
     node3.env.stop_then_join().map_err(|e| e.to_string())?;
     node2.env.stop_then_join().map_err(|e| e.to_string())?;

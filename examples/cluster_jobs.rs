@@ -1,7 +1,7 @@
 //! Jobs over a cluster-wide mbox: three nodes on 127.0.0.1 in one process, one command,
 //! ends by itself.
 //!
-//! `cargo run --release --example cluster_jobs`
+//! `cargo run --release --example cluster_jobs [-- --serve 127.0.0.1:8880]`
 //!
 //! - Every node builds two cluster mboxes (`agentbox::bridge::ClusterMbox`): `jobs`, of the
 //!   round-robin kind (each job goes to one worker in the cluster), and `audit`, of the
@@ -20,6 +20,11 @@
 //! new environment; its subscriptions are announced again, and it gets work again). The
 //! program prints the counts per node and phase and checks them: every job answered
 //! exactly once, nothing handled twice, the monitor saw every urgent job.
+//!
+//! Built with `--features monitor`, `--serve ADDR` serves node 1's live introspection page
+//! (`agentbox::monitor`: its agents, its actor system, its sessions with nodes 2 and 3) on
+//! `ADDR`, a loopback address, from the start; after the checks the program then keeps
+//! running until killed instead of ending.
 
 use std::collections::BTreeMap;
 use std::net::TcpListener;
@@ -343,6 +348,7 @@ fn run() -> Result<(), String> {
         ActorSystem::start(env1.environment(), SystemSetup::new(1)).map_err(|e| e.to_string())?;
     let ic1 = Interconnect::start(&system1, setup(&names, l1)).map_err(|e| e.to_string())?;
     let b1 = boxes(&system1, &ic1);
+    let serving = serve_page(env1.environment(), &system1, &ic1)?;
     let (done_tx, done_rx) = mpsc::channel();
     let urgent = Arc::new(Mutex::new(Vec::new()));
     let (producer, tally) = env1
@@ -465,12 +471,57 @@ fn run() -> Result<(), String> {
     if monitored != urgent_jobs {
         return Err(format!("the monitor saw {monitored:?}"));
     }
+    if let Some(page) = &serving {
+        println!("checks passed; serving {page:?} until killed");
+        loop {
+            std::thread::sleep(Duration::from_secs(3600));
+        }
+    }
     drop(answers);
     node3.env.stop_then_join().map_err(|e| e.to_string())?;
     node2.env.stop_then_join().map_err(|e| e.to_string())?;
     drop(b1);
     env1.stop_then_join().map_err(|e| e.to_string())?;
     Ok(())
+}
+
+/// With `--serve ADDR`: node 1's introspection page on `ADDR` (feature `monitor`).
+#[cfg(feature = "monitor")]
+fn serve_page(
+    env: &Environment,
+    system: &ActorSystem,
+    ic: &Interconnect,
+) -> Result<Option<agentbox::monitor::Monitor>, String> {
+    let Some(addr) = serve_arg()? else {
+        return Ok(None);
+    };
+    let monitor =
+        agentbox::monitor::Monitor::start(env, addr.as_str()).map_err(|e| e.to_string())?;
+    monitor.add_system(system).map_err(|e| e.to_string())?;
+    monitor.add_node(ic);
+    println!("monitor: {}", monitor.url());
+    Ok(Some(monitor))
+}
+
+#[cfg(not(feature = "monitor"))]
+fn serve_page(_: &Environment, _: &ActorSystem, _: &Interconnect) -> Result<Option<()>, String> {
+    match serve_arg()? {
+        Some(addr) => Err(format!("--serve {addr}: build with `--features monitor`")),
+        None => Ok(None),
+    }
+}
+
+/// The address after `--serve`, if given.
+fn serve_arg() -> Result<Option<String>, String> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.iter().position(|a| a == "--serve") {
+        None => Ok(None),
+        Some(i) => args
+            .get(i + 1)
+            .cloned()
+            .map(Some)
+            .ok_or_else(|| "--serve takes an address".to_owned()),
+    }
 }
 
 fn main() -> ExitCode {

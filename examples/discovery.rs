@@ -2,7 +2,7 @@
 //! publish their HTTP endpoints to a replicated store and find each other by a majority
 //! read.
 //!
-//! `cargo run --release --example discovery [-- --base-port 13301 --http-base-port 8881 --serve]`
+//! `cargo run --release --example discovery [-- --base-port 13301 --http-base-port 8881 --serve [ADDR]]`
 //!
 //! Five actor systems (node ids 1..=5) talk over the interconnect on 127.0.0.1. Each node
 //! runs:
@@ -26,7 +26,9 @@
 //! The program prints the ports, polls `/list` until it shows all five endpoints, then
 //! fetches `/list` once more over HTTP, prints the list, stops the environment (the
 //! interconnect stops with it) and exits. With `--serve` it keeps running until killed:
-//! try `curl http://127.0.0.1:8881/list`.
+//! try `curl http://127.0.0.1:8881/list`. Built with `--features monitor`, `--serve` also
+//! serves the live introspection page of the five nodes (`agentbox::monitor`) on `ADDR`
+//! (default `127.0.0.1:8880`, a loopback address): open `http://127.0.0.1:8880/`.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -558,7 +560,7 @@ fn start(
     env: &Environment,
     ports: Ports,
     interconnects: &mut Vec<Interconnect>,
-) -> Result<Vec<HttpThread>, String> {
+) -> Result<(Vec<HttpThread>, Vec<ActorSystem>), String> {
     let mut systems = Vec::new();
     for (node, listener) in (1..=NODES).zip(ports.listeners) {
         let setup = SystemSetup::new(node).local_service(
@@ -590,6 +592,7 @@ fn start(
             .map_err(|e| format!("node {}: publisher: {e}", system.node_id()))?;
     }
     let mut servers = Vec::new();
+    let handles = systems.clone();
     for (system, server) in systems.into_iter().zip(ports.http) {
         let server = Arc::new(server);
         let serving = server.clone();
@@ -599,7 +602,42 @@ fn start(
             .map_err(|e| format!("HTTP thread: {e}"))?;
         servers.push(HttpThread { server, thread });
     }
-    Ok(servers)
+    Ok((servers, handles))
+}
+
+/// Serves the introspection page of `env` on `addr` with every node attached; the monitor
+/// goes to `keep` (it serves until the environment stops).
+#[cfg(feature = "monitor")]
+fn serve_page(
+    env: &Environment,
+    addr: &str,
+    systems: &[ActorSystem],
+    interconnects: &[Interconnect],
+    keep: &mut Option<Box<dyn std::any::Any>>,
+) -> Result<(), String> {
+    let monitor =
+        agentbox::monitor::Monitor::start(env, addr).map_err(|e| format!("monitor: {e}"))?;
+    for s in systems {
+        monitor.add_system(s).map_err(|e| format!("monitor: {e}"))?;
+    }
+    for ic in interconnects {
+        monitor.add_node(ic);
+    }
+    println!("monitor: {}", monitor.url());
+    *keep = Some(Box::new(monitor));
+    Ok(())
+}
+
+#[cfg(not(feature = "monitor"))]
+fn serve_page(
+    _: &Environment,
+    _: &str,
+    _: &[ActorSystem],
+    _: &[Interconnect],
+    _: &mut Option<Box<dyn std::any::Any>>,
+) -> Result<(), String> {
+    println!("(build with `--features monitor` for the introspection page)");
+    Ok(())
 }
 
 /// Everything between the start and the stop, on the environment's init thread.
@@ -607,12 +645,14 @@ fn run(
     env: &Environment,
     ports: Ports,
     interconnects: &mut Vec<Interconnect>,
-    serve: bool,
+    serve: Option<&str>,
+    page: &mut Option<Box<dyn std::any::Any>>,
 ) -> Result<(), String> {
     let http = ports.http_addrs.clone();
-    let servers = start(env, ports, interconnects)?;
+    let (servers, systems) = start(env, ports, interconnects)?;
     let shown = show(&http);
-    if shown.is_ok() && serve {
+    if let (Ok(()), Some(addr)) = (&shown, serve) {
+        serve_page(env, addr, &systems, interconnects, page)?;
         println!("serving until killed (try: curl http://{}/list)", http[0]);
         return Ok(());
     }
@@ -654,7 +694,13 @@ fn port_arg(args: &[String], name: &str, default: u16) -> Result<u16, String> {
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
-    let serve = args.iter().any(|a| a == "--serve");
+    // `--serve [ADDR]`: keep running; ADDR is where the introspection page is served.
+    let serve: Option<String> = args.iter().position(|a| a == "--serve").map(|i| {
+        args.get(i + 1)
+            .filter(|a| !a.starts_with("--"))
+            .cloned()
+            .unwrap_or_else(|| "127.0.0.1:8880".to_owned())
+    });
     let ports = port_arg(&args, "--base-port", 13301)
         .and_then(|ic| Ok((ic, port_arg(&args, "--http-base-port", 8881)?)))
         .and_then(|(ic, http)| Ports::bind(ic, http));
@@ -675,9 +721,10 @@ fn main() -> ExitCode {
     // alive to remove itself, and with no handle left the node may be gone before it does
     // (the environment would then wait for ever).
     let mut interconnects = Vec::new();
+    let mut page = None;
     let launched = Environment::launch(|env| {
-        outcome = run(env, ports, &mut interconnects, serve);
-        if outcome.is_err() || !serve {
+        outcome = run(env, ports, &mut interconnects, serve.as_deref(), &mut page);
+        if outcome.is_err() || serve.is_none() {
             env.stop(); // the interconnects stop with the environment
         }
     });
@@ -685,6 +732,7 @@ fn main() -> ExitCode {
         eprintln!("discovery: {e}");
         return ExitCode::FAILURE;
     }
+    drop(page);
     drop(interconnects);
     println!("done");
     ExitCode::SUCCESS

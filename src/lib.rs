@@ -132,6 +132,12 @@
 //!   when the agent's coop or the actor is gone. It adds `tokio` (`rt`, `sync`, `time`)
 //!   and `futures-core` (the `Stream` trait); without it the core has no async code.
 
+//! - `monitor` (off by default): `agentbox::monitor`, a live introspection page of a running
+//!   environment (HTML and JSON over HTTP on a loopback address, no authentication):
+//!   coops and agents with their states, dispatchers, YDB actor systems and interconnect
+//!   sessions, and a chart of the last minute. It adds `tiny_http` and `serde_json`; the
+//!   figures it reads come from [`Environment::introspect`], which is always there.
+
 // `unsafe` lives in two modules, each allowing it for itself: the message's thin node
 // (`message::node`) and the demand (`dispatcher::demand`); their tests run under miri.
 #![deny(unsafe_code)]
@@ -156,6 +162,8 @@ pub mod limits;
 pub mod mbox;
 pub mod mchain;
 pub mod message;
+#[cfg(feature = "monitor")]
+pub mod monitor;
 pub mod prelude;
 pub mod request;
 mod small_map;

@@ -178,6 +178,22 @@ impl StatsCore {
         }
     }
 
+    /// The quantities of every source now, collected without sending anything (for
+    /// `Environment::introspect`; works whether the controller is on or off).
+    pub(crate) fn collect(&self) -> Vec<Quantity> {
+        let sources: Vec<SourceRef> = self
+            .sources
+            .lock()
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        let mut quantities = Vec::new();
+        for s in sources {
+            s.distribute(&mut |q| quantities.push(q));
+        }
+        quantities
+    }
+
     /// Stops the distribution thread (environment shutdown).
     pub(crate) fn shut_down(&self) {
         let thread = {

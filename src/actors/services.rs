@@ -49,6 +49,18 @@ impl LocalServices {
         self.map.read_recursive().get(&service).copied()
     }
 
+    /// Every `(service, actor)` pair now, sorted by service id (read-only).
+    pub(crate) fn snapshot(&self) -> Vec<(ActorId, ActorId)> {
+        let mut v: Vec<_> = self
+            .map
+            .read_recursive()
+            .iter()
+            .map(|(s, a)| (*s, *a))
+            .collect();
+        v.sort_unstable_by_key(|(s, _)| (s.raw().0, s.raw().1));
+        v
+    }
+
     pub(crate) fn clear(&self, service: ActorId) -> Option<ActorId> {
         self.map.write().remove(&service)
     }

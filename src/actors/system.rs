@@ -357,6 +357,34 @@ impl ActorSystem {
         self.0.services.clear(service)
     }
 
+    /// The local services registered now, as `(service id, actor id)` pairs sorted by
+    /// service id (a snapshot, read-only).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use agentbox::actors::*;
+    /// use agentbox::{ActorId, Environment};
+    ///
+    /// struct Idle;
+    /// impl Actor for Idle {
+    ///     fn bootstrap(&mut self, _: &mut ActorContext<Self>, _: ActorId) {}
+    /// }
+    ///
+    /// Environment::launch(|env| {
+    ///     let system = ActorSystem::start(env, SystemSetup::new(1)).unwrap();
+    ///     let actor = system.register(Idle).unwrap();
+    ///     let service = ActorId::service(1, b"idle").unwrap();
+    ///     system.register_local_service(service, actor).unwrap();
+    ///     assert_eq!(system.local_services(), vec![(service, actor)]);
+    ///     system.stop();
+    ///     env.stop();
+    /// }).unwrap();
+    /// ```
+    pub fn local_services(&self) -> Vec<(ActorId, ActorId)> {
+        self.0.services.snapshot()
+    }
+
     /// Removes the local service `service` only if `actor` serves it; returns whether it
     /// did.
     pub fn clear_local_service_if(&self, service: ActorId, actor: ActorId) -> bool {

@@ -123,6 +123,10 @@ impl<A: Agent> Inner<A> {
                     .state(s.name())
             });
         }
+        #[cfg(feature = "monitor")]
+        if let Some(core) = self.ctx.this.upgrade() {
+            core.shown.set_state(&leaf);
+        }
         self.ctx.states.current = leaf;
         self.ctx.states.record_history(&new_path);
         for s in &new_path[common..] {

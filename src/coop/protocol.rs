@@ -171,6 +171,24 @@ impl CoopInner {
         self.sync.lock().status == Status::Registered
     }
 
+    /// Its status and agents, for `Environment::introspect` (read-only).
+    pub(crate) fn introspect(
+        &self,
+    ) -> (
+        crate::environment::introspect::CoopStatus,
+        SmallVec<[AgentArc; 1]>,
+    ) {
+        use crate::environment::introspect::CoopStatus;
+        let s = self.sync.lock();
+        let status = match s.status {
+            Status::Registering => CoopStatus::Registering,
+            Status::Registered => CoopStatus::Registered,
+            Status::Deregistering => CoopStatus::Deregistering,
+            Status::Final => CoopStatus::Final,
+        };
+        (status, s.agents.iter().map(|(a, _, _)| a.clone()).collect())
+    }
+
     /// Why the coop is being (or was) deregistered; `None` while it is registered.
     pub(crate) fn dereg_reason(&self) -> Option<DeregReason> {
         self.sync.lock().reason

@@ -14,6 +14,7 @@
 //! Autoshutdown: when the last coop is final and `launch`'s init has returned, the
 //! environment stops by itself (unless [`EnvParams::disable_autoshutdown`]).
 
+pub mod introspect;
 mod params;
 mod registry;
 mod stop_guard;
@@ -26,6 +27,7 @@ use crossbeam_channel::{Receiver, Sender};
 use parking_lot::{Condvar, Mutex};
 use thiserror::Error;
 
+pub use introspect::{AgentInfo, AgentStatus, CoopInfo, CoopStatus, Introspection};
 pub use params::EnvParams;
 pub use stop_guard::{StopGuard, StopGuardError};
 pub use wrapped::WrappedEnv;
@@ -112,6 +114,8 @@ pub(crate) struct EnvInner {
     pub(crate) timers: TimerThread,
     /// Unique in the process, never 0.
     pub(crate) id: u64,
+    /// When `launch` began (the uptime of `introspect`).
+    pub(crate) started: std::time::Instant,
 }
 
 #[derive(Default)]
@@ -195,6 +199,7 @@ impl Environment {
                         std::sync::atomic::AtomicU64::new(1);
                     NEXT_ENV.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
                 },
+                started: std::time::Instant::now(),
             }
         }));
         env.0.timers.start().map_err(LaunchError::Spawn)?;

@@ -1,0 +1,418 @@
+//! A live introspection page of a running environment (feature `monitor`, off by default).
+//!
+//! [`Monitor::start`] serves, on a thread of its own, one HTML page and its JSON endpoints:
+//! the environment (uptime, coops, agents, named mboxes, timers, drops), the coop tree
+//! with each agent's type, state, status and own queue, the dispatchers (threads, queues,
+//! per-thread work and wait with activity tracking), the YDB actor systems attached with
+//! [`Monitor::add_system`] (pools, actors, services, dead letters), and the interconnect
+//! nodes attached with [`Monitor::add_node`] (sessions: peer, connected, RTT, bytes and
+//! events in and out, unconfirmed packets, resends, reconnects, last error; refused
+//! handshakes). The page polls `/api/all` once a second and draws the messages handled per
+//! second and the demands waiting over the last minute.
+//!
+//! # Security
+//!
+//! **The page has no authentication and no encryption**: anyone who can connect to its
+//! address can read everything it shows (type names, service ids, peers' addresses, error
+//! texts). [`Monitor::start`] therefore refuses an address that is not a loopback address
+//! (127.0.0.0/8, `::1`) with [`MonitorError::NotLoopback`]; serving on another interface
+//! takes an explicit [`MonitorBuilder::allow_non_loopback`], behind a firewall or a proxy
+//! that authenticates. The page only reads: no endpoint changes anything.
+//!
+//! # Cost
+//!
+//! Nothing runs on the message path for the page, whether or not it is open: it reads what
+//! the environment, the dispatchers, the systems and the sessions count anyway (see
+//! [`Environment::introspect`]). While a monitor runs, its thread reads the dispatchers'
+//! and pools' counters once a second for the chart (each dispatcher's stats lock, briefly),
+//! and a dead letter of an attached system is also logged by the monitor (a short lock).
+//! Attaching a system subscribes the monitor to its dead-letters mbox, so its dead letters
+//! no longer count as `no_subscribers` drops of the environment.
+//!
+//! # Lifetime
+//!
+//! The server stops, its thread ends and its listener closes when the [`Monitor`] is
+//! dropped (the drop waits for the thread: at most 100 ms and the request being answered)
+//! or when the environment starts shutting down (within 100 ms). It never keeps an environment running: it holds no coop.
+//!
+//! # Endpoints
+//!
+//! Every endpoint answers `GET` with JSON (`application/json`); other paths answer 404,
+//! other methods 405. Figures that a part of the system does not keep are `null`.
+//!
+//! `GET /` — the page (one static HTML file with plain JavaScript, embedded in the binary).
+//!
+//! `GET /api/environment`:
+//!
+//! ```json
+//! {"uptime_s": 12.5, "coops": 2, "agents": 3, "named_mboxes": 1, "pending_timers": 1,
+//!  "drops": {"at_deregistration": 0, "filtered": 0, "no_handler": 0, "no_subscribers": 4,
+//!            "over_limit": 0, "receiver_finished": 0, "redirection_depth": 0, "refused": 0}}
+//! ```
+//!
+//! `GET /api/coops` — the coop tree, each coop with its agents (`name` is the agent's name
+//! for agents that have one; `queue` the demands waiting in the agent's own queue on
+//! `active_obj` or an individual FIFO, `null` where the agent shares its queue, whose
+//! per-agent share is not counted):
+//!
+//! ```json
+//! {"coops": [{"id": 3, "parent": null, "status": "registered", "queue": null,
+//!   "agents": [{"id": 4, "type_name": "app::Ticker", "name": null, "state": "running",
+//!               "status": "active", "priority": 0, "queue": 0}],
+//!   "children": []}]}
+//! ```
+//!
+//! `GET /api/dispatchers` — each dispatcher with its queues and worker threads by tag
+//! (`work_*`/`wait_*` with activity tracking, see [`crate::stats`]); `harmonizer` is
+//! reserved for the harmonizer's figures; `other` lists the quantities of other sources:
+//!
+//! ```json
+//! {"dispatchers": [{"kind": "thread_pool", "name": "workers", "agents": 2, "threads": 2,
+//!   "units": [{"tag": "cq-3", "demands": 0, "work_count": null, "work_ns": null,
+//!              "wait_count": null, "wait_ns": null},
+//!             {"tag": "wt-0", "demands": null, "work_count": 120, "work_ns": 90000,
+//!              "wait_count": 119, "wait_ns": 9800000}]}],
+//!  "harmonizer": null, "other": []}
+//! ```
+//!
+//! `GET /api/systems` — the attached YDB actor systems (`dead_letter_reasons` and
+//! `recent_dead_letters`, the last ten, count from the system's attachment):
+//!
+//! ```json
+//! {"systems": [{"node_id": 1, "dead_letters": 1, "undelivered": 0, "forwarded": 0,
+//!   "pools": [{"id": 0, "name": "user", "threads": 1, "actors": 2, "events_handled": 840,
+//!              "queue_length": 0, "work_ns": 0, "idle_ns": 0}],
+//!   "services": [{"service": "[1:7310575175264448354:1885432179]", "actor": "[1:5:0]"}],
+//!   "dead_letter_reasons": {"ActorUnknown": 1},
+//!   "recent_dead_letters": [{"recipient": "[1:99:0]", "sender": "[0:0:0]",
+//!                            "event_type": 268500993, "cookie": 0,
+//!                            "reason": "ActorUnknown"}]}]}
+//! ```
+//!
+//! `GET /api/interconnect` — the attached nodes, each with its sessions and the handshakes
+//! it refused (`rtt_us` once a ping came back):
+//!
+//! ```json
+//! {"nodes": [{"node_id": 1, "local_addr": "127.0.0.1:40123",
+//!   "sessions": [{"peer": 2, "connected": true, "tls": false, "rtt_us": 180,
+//!                 "bytes_out": 5120, "bytes_in": 4980, "events_out": 60, "events_in": 60,
+//!                 "unconfirmed": 0, "queued_events": 0, "queued_bytes": 0, "resends": 0,
+//!                 "skipped": 0, "reconnects": 0, "sessions_ended": 0,
+//!                 "events_refused": 0, "last_error": null}],
+//!   "refusals": [{"peer_addr": "127.0.0.2:51000", "claimed_node": 9,
+//!                 "reason": "node 9 is not in this node's name service"}]}]}
+//! ```
+//!
+//! `GET /api/history` — one sample a second over the last minute, oldest first:
+//! `messages_per_s` is the messages handled per second (demands run by dispatchers with
+//! activity tracking, plus events handled by the attached systems' pools), `queued` the
+//! demands waiting in every dispatcher's queues:
+//!
+//! ```json
+//! {"period_s": 1.0, "samples": [{"t": 41.0, "messages_per_s": 230.0, "queued": 2}]}
+//! ```
+//!
+//! `GET /api/all` — every view above in one object (`environment`, `coops`, `dispatchers`,
+//! `systems`, `interconnect`, `history`): what the page polls.
+//!
+//! # Examples
+//!
+//! ```
+//! use std::io::{Read, Write};
+//! use agentbox::monitor::Monitor;
+//! use agentbox::prelude::*;
+//!
+//! struct Worker;
+//! impl Agent for Worker {}
+//!
+//! Environment::launch(|env| {
+//!     env.introduce_coop(|coop| { coop.add_agent(Worker); }).unwrap();
+//!     let monitor = Monitor::start(env, "127.0.0.1:0").unwrap();
+//!     let mut http = std::net::TcpStream::connect(monitor.local_addr()).unwrap();
+//!     http.write_all(b"GET /api/coops HTTP/1.0\r\n\r\n").unwrap();
+//!     let mut answer = String::new();
+//!     http.read_to_string(&mut answer).unwrap();
+//!     assert!(answer.contains("Worker"));
+//!     // Anything but loopback is refused unless asked for.
+//!     assert!(Monitor::start(env, "0.0.0.0:0").is_err());
+//!     env.stop();
+//! }).unwrap();
+//! ```
+
+mod server;
+mod sink;
+mod view;
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use parking_lot::Mutex;
+use thiserror::Error;
+
+use crate::actors::{ActorSystem, DeadLetter};
+use crate::environment::Environment;
+use crate::mbox::{SingleSinkBinding, SubscribeError};
+use crate::Sink;
+
+use sink::DeadLetterLog;
+
+/// Why a monitor could not start, or a system could not be attached.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum MonitorError {
+    /// The address could not be resolved.
+    #[error("cannot resolve the monitor's address: {0}")]
+    Resolve(#[source] std::io::Error),
+    /// The address resolved to nothing.
+    #[error("the monitor's address resolves to no address")]
+    NoAddress,
+    /// The address is not a loopback address and
+    /// [`MonitorBuilder::allow_non_loopback`] was not given: the page has no
+    /// authentication.
+    #[error(
+        "{0} is not a loopback address: the monitor has no authentication \
+         (MonitorBuilder::allow_non_loopback serves it anyway)"
+    )]
+    NotLoopback(SocketAddr),
+    /// The server could not listen on the address.
+    #[error("the monitor cannot listen on {addr}: {reason}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        reason: String,
+    },
+    /// The server's thread could not be started.
+    #[error("cannot spawn the monitor's thread: {0}")]
+    Spawn(#[source] std::io::Error),
+    /// The system's dead-letters mbox refused the monitor's subscription.
+    #[error("cannot watch the system's dead letters: {0}")]
+    DeadLetters(#[from] SubscribeError),
+}
+
+/// A YDB actor system the page shows, with the log of its dead letters.
+pub(crate) struct Attached {
+    pub(crate) system: ActorSystem,
+    pub(crate) log: Arc<DeadLetterLog>,
+    /// Unbinds the log when the system is let go.
+    _binding: SingleSinkBinding,
+}
+
+/// What the handle and the server's thread share.
+pub(crate) struct Shared {
+    pub(crate) stop: AtomicBool,
+    pub(crate) systems: Mutex<Vec<Attached>>,
+    #[cfg(feature = "interconnect")]
+    pub(crate) nodes: Mutex<Vec<crate::interconnect::Interconnect>>,
+}
+
+impl Shared {
+    /// Lets the attached systems and nodes go (the server has stopped).
+    fn release(&self) {
+        self.systems.lock().clear();
+        #[cfg(feature = "interconnect")]
+        self.nodes.lock().clear();
+    }
+}
+
+/// A running introspection page: see the [module docs](self).
+///
+/// Dropping it stops the server (and waits for its thread).
+pub struct Monitor {
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// Options of a [`Monitor`]: how to start one other than with [`Monitor::start`].
+///
+/// # Examples
+///
+/// ```
+/// use agentbox::monitor::Monitor;
+/// use agentbox::Environment;
+///
+/// Environment::launch(|env| {
+///     let monitor = Monitor::builder().start(env, ("localhost", 0)).unwrap();
+///     assert!(monitor.local_addr().ip().is_loopback());
+///     env.stop();
+/// }).unwrap();
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct MonitorBuilder {
+    non_loopback: bool,
+}
+
+impl MonitorBuilder {
+    /// Whether an address that is not a loopback address may be served (default: no).
+    /// The page has no authentication: anyone who reaches the address reads it.
+    pub fn allow_non_loopback(mut self, allow: bool) -> Self {
+        self.non_loopback = allow;
+        self
+    }
+
+    /// Starts serving the page of `env` on `addr` (port 0: a free port, see
+    /// [`Monitor::local_addr`]).
+    ///
+    /// # Errors
+    ///
+    /// [`MonitorError`]: the address does not resolve, is not loopback (unless allowed),
+    /// cannot be listened on, or the thread cannot start.
+    pub fn start(
+        self,
+        env: &Environment,
+        addr: impl ToSocketAddrs,
+    ) -> Result<Monitor, MonitorError> {
+        let addrs: Vec<SocketAddr> = addr
+            .to_socket_addrs()
+            .map_err(MonitorError::Resolve)?
+            .collect();
+        let first = *addrs.first().ok_or(MonitorError::NoAddress)?;
+        if !self.non_loopback {
+            if let Some(bad) = addrs.iter().find(|a| !a.ip().is_loopback()) {
+                return Err(MonitorError::NotLoopback(*bad));
+            }
+        }
+        let server = tiny_http::Server::http(first).map_err(|e| MonitorError::Bind {
+            addr: first,
+            reason: e.to_string(),
+        })?;
+        let bound = server.server_addr().to_ip().unwrap_or(first);
+        let shared = Arc::new(Shared {
+            stop: AtomicBool::new(false),
+            systems: Mutex::new(Vec::new()),
+            #[cfg(feature = "interconnect")]
+            nodes: Mutex::new(Vec::new()),
+        });
+        let thread = {
+            // The thread owns the server: the listener closes as soon as it ends, whether
+            // the monitor was dropped or the environment stopped first.
+            let (shared, env) = (shared.clone(), env.downgrade());
+            std::thread::Builder::new()
+                .name("agentbox-monitor".into())
+                .spawn(move || {
+                    server::run(server, &shared, &env);
+                    shared.release();
+                })
+                .map_err(MonitorError::Spawn)?
+        };
+        Ok(Monitor {
+            shared,
+            addr: bound,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Monitor {
+    /// Serves the page of `env` on the loopback address `addr` (port 0: a free port, see
+    /// [`local_addr`](Self::local_addr)); [`builder`](Self::builder) for other options.
+    ///
+    /// # Errors
+    ///
+    /// [`MonitorError::NotLoopback`] for an address that is not loopback (the page has no
+    /// authentication), and the other [`MonitorError`]s.
+    ///
+    /// # Examples
+    ///
+    /// See the [module docs](self).
+    pub fn start(env: &Environment, addr: impl ToSocketAddrs) -> Result<Monitor, MonitorError> {
+        MonitorBuilder::default().start(env, addr)
+    }
+
+    /// A builder for options (serving a non-loopback address).
+    pub fn builder() -> MonitorBuilder {
+        MonitorBuilder::default()
+    }
+
+    /// The address the page is served on (with the port the OS picked for port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The page's URL, `http://<local_addr>/`.
+    pub fn url(&self) -> String {
+        format!("http://{}/", self.addr)
+    }
+
+    /// Whether the server still runs: false once its environment began shutting down.
+    pub fn is_running(&self) -> bool {
+        self.thread.as_ref().is_some_and(|t| !t.is_finished())
+    }
+
+    /// Shows the YDB actor system `system` on the page (`/api/systems`): its pools, local
+    /// services and dead letters (counted from now on). Attaching a system twice shows it
+    /// once. The monitor keeps a handle to the system until it stops.
+    ///
+    /// # Errors
+    ///
+    /// [`MonitorError::DeadLetters`] if the system's dead-letters mbox refuses the
+    /// monitor's subscription (it does not for the built-in mbox).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use agentbox::actors::{ActorSystem, SystemSetup};
+    /// use agentbox::monitor::Monitor;
+    /// use agentbox::Environment;
+    ///
+    /// Environment::launch(|env| {
+    ///     let system = ActorSystem::start(env, SystemSetup::new(1)).unwrap();
+    ///     let monitor = Monitor::start(env, "127.0.0.1:0").unwrap();
+    ///     monitor.add_system(&system).unwrap();
+    ///     system.stop();
+    ///     env.stop();
+    /// }).unwrap();
+    /// ```
+    pub fn add_system(&self, system: &ActorSystem) -> Result<(), MonitorError> {
+        let mut systems = self.shared.systems.lock();
+        if systems.iter().any(|a| Arc::ptr_eq(&a.system.0, &system.0)) {
+            return Ok(());
+        }
+        let log = Arc::new(DeadLetterLog::default());
+        let mut binding = SingleSinkBinding::new();
+        binding.bind::<DeadLetter>(&system.dead_letters(), Sink::custom(log.clone()))?;
+        systems.push(Attached {
+            system: system.clone(),
+            log,
+            _binding: binding,
+        });
+        systems.sort_by_key(|a| a.system.node_id());
+        Ok(())
+    }
+
+    /// Shows the interconnect node `node` on the page (`/api/interconnect`): its sessions
+    /// and refused handshakes. Attaching a node twice shows it once. The monitor keeps a
+    /// handle to the node until it stops.
+    #[cfg(feature = "interconnect")]
+    pub fn add_node(&self, node: &crate::interconnect::Interconnect) {
+        let mut nodes = self.shared.nodes.lock();
+        let same = |n: &crate::interconnect::Interconnect| {
+            n.node_id() == node.node_id() && n.local_addr() == node.local_addr()
+        };
+        if nodes.iter().any(same) {
+            return;
+        }
+        nodes.push(node.clone());
+        nodes.sort_by_key(|n| n.node_id());
+    }
+}
+
+impl Drop for Monitor {
+    fn drop(&mut self) {
+        // The thread looks at the flag at least every 100 ms.
+        self.shared.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        self.shared.release();
+    }
+}
+
+impl std::fmt::Debug for Monitor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Monitor").field("addr", &self.addr).finish()
+    }
+}

@@ -1,0 +1,420 @@
+//! The JSON views of the endpoints: plain `Serialize` structs built from the core's
+//! [`Introspection`] and the attached systems' and nodes' figures.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::actors::ActorSystem;
+use crate::environment::{AgentStatus, CoopInfo, CoopStatus, Introspection};
+use crate::stats::Quantity;
+
+use super::sink::DeadLetterLog;
+
+/// `GET /api/environment`.
+#[derive(Serialize)]
+pub(crate) struct EnvView {
+    pub(crate) uptime_s: f64,
+    pub(crate) coops: usize,
+    pub(crate) agents: usize,
+    pub(crate) named_mboxes: usize,
+    pub(crate) pending_timers: usize,
+    pub(crate) drops: BTreeMap<&'static str, u64>,
+}
+
+impl EnvView {
+    pub(crate) fn new(snap: &Introspection) -> Self {
+        let d = &snap.drops;
+        EnvView {
+            uptime_s: snap.uptime.as_secs_f64(),
+            coops: snap.coops.len(),
+            agents: snap.coops.iter().map(|c| c.agents.len()).sum(),
+            named_mboxes: snap.named_mboxes,
+            pending_timers: snap.pending_timers,
+            drops: BTreeMap::from([
+                ("no_subscribers", d.no_subscribers),
+                ("filtered", d.filtered),
+                ("over_limit", d.over_limit),
+                ("no_handler", d.no_handler),
+                ("at_deregistration", d.at_deregistration),
+                ("redirection_depth", d.redirection_depth),
+                ("refused", d.refused),
+                ("receiver_finished", d.receiver_finished),
+            ]),
+        }
+    }
+}
+
+/// `GET /api/coops`: the coop tree.
+#[derive(Serialize)]
+pub(crate) struct CoopsView {
+    pub(crate) coops: Vec<CoopView>,
+}
+
+#[derive(Serialize)]
+pub(crate) struct CoopView {
+    id: u64,
+    parent: Option<u64>,
+    status: &'static str,
+    /// Demands waiting in the coop's own queue (a thread pool's cooperation FIFO).
+    queue: Option<usize>,
+    agents: Vec<AgentView>,
+    children: Vec<CoopView>,
+}
+
+#[derive(Serialize)]
+struct AgentView {
+    id: u64,
+    type_name: Option<&'static str>,
+    name: Option<String>,
+    state: Option<String>,
+    status: &'static str,
+    priority: usize,
+    /// Demands waiting in the agent's own queue (`active_obj`, an individual FIFO).
+    queue: Option<usize>,
+}
+
+impl CoopsView {
+    pub(crate) fn new(snap: &Introspection) -> Self {
+        // Queues of one agent or one coop, by their tags (`ao-<id>`, `aq-<id>`, `cq-<id>`).
+        let mut own = BTreeMap::new();
+        for q in &snap.quantities {
+            if q.suffix == "demands.count" && q.prefix.starts_with("disp/") {
+                if let Some(tag) = q.prefix.rsplit('/').next() {
+                    own.insert(tag.to_owned(), q.value);
+                }
+            }
+        }
+        let view = |c: &CoopInfo| CoopView {
+            id: c.id,
+            parent: c.parent,
+            status: match c.status {
+                CoopStatus::Registering => "registering",
+                CoopStatus::Registered => "registered",
+                CoopStatus::Deregistering => "deregistering",
+                _ => "final",
+            },
+            queue: own.get(&format!("cq-{}", c.id)).copied(),
+            agents: c
+                .agents
+                .iter()
+                .map(|a| {
+                    let id = a.id.as_u64();
+                    AgentView {
+                        id,
+                        type_name: a.type_name,
+                        name: a.name.clone(),
+                        state: a.state.clone(),
+                        status: match a.status {
+                            AgentStatus::Defining => "defining",
+                            AgentStatus::Active => "active",
+                            AgentStatus::Deregistering => "deregistering",
+                            _ => "finished",
+                        },
+                        priority: a.priority.index(),
+                        queue: own
+                            .get(&format!("ao-{id}"))
+                            .or_else(|| own.get(&format!("aq-{id}")))
+                            .copied(),
+                    }
+                })
+                .collect(),
+            children: Vec::new(),
+        };
+        // Parents come before their children (ids grow with registration): build the tree
+        // bottom-up, children first.
+        let mut nodes: BTreeMap<u64, CoopView> =
+            snap.coops.iter().map(|c| (c.id, view(c))).collect();
+        let ids: Vec<u64> = nodes.keys().rev().copied().collect();
+        for id in ids {
+            let parent = nodes.get(&id).and_then(|c| c.parent);
+            if let Some(p) = parent.filter(|p| nodes.contains_key(p)) {
+                if let Some(child) = nodes.remove(&id) {
+                    if let Some(parent) = nodes.get_mut(&p) {
+                        parent.children.insert(0, child);
+                    }
+                }
+            }
+        }
+        CoopsView {
+            coops: nodes.into_values().collect(),
+        }
+    }
+}
+
+/// `GET /api/dispatchers`.
+#[derive(Serialize)]
+pub(crate) struct DispatchersView {
+    dispatchers: Vec<DispatcherView>,
+    /// Room for the harmonizer's figures and operations (not reported yet: `null`).
+    harmonizer: Option<()>,
+    /// Quantities of other stats sources (neither a dispatcher, a YDB system nor an
+    /// interconnect node), as the stats controller names them.
+    other: Vec<QuantityView>,
+}
+
+#[derive(Serialize)]
+struct DispatcherView {
+    kind: String,
+    name: String,
+    agents: Option<usize>,
+    threads: Option<usize>,
+    /// Its queues and worker threads, by tag (`wt`, `wt-0`, `ao-7`, `cq-3`, `p2`, …).
+    units: Vec<UnitView>,
+}
+
+#[derive(Serialize, Default)]
+struct UnitView {
+    tag: String,
+    /// Demands waiting in this queue.
+    demands: Option<usize>,
+    /// With activity tracking: demands run by this thread and the time they took.
+    work_count: Option<usize>,
+    work_ns: Option<usize>,
+    /// With activity tracking: times this thread waited for work and the time it waited.
+    wait_count: Option<usize>,
+    wait_ns: Option<usize>,
+}
+
+#[derive(Serialize)]
+struct QuantityView {
+    prefix: String,
+    suffix: &'static str,
+    value: usize,
+}
+
+impl DispatchersView {
+    pub(crate) fn new(quantities: &[Quantity]) -> Self {
+        let mut disps: BTreeMap<(String, String), DispatcherView> = BTreeMap::new();
+        let mut units: BTreeMap<(String, String), BTreeMap<String, UnitView>> = BTreeMap::new();
+        let mut other = Vec::new();
+        for q in quantities {
+            let Some(rest) = q.prefix.strip_prefix("disp/") else {
+                if !q.prefix.starts_with("ydb/") && !q.prefix.starts_with("ic/") {
+                    other.push(QuantityView {
+                        prefix: q.prefix.clone(),
+                        suffix: q.suffix,
+                        value: q.value,
+                    });
+                }
+                continue;
+            };
+            let mut parts = rest.splitn(3, '/');
+            let (Some(kind), Some(name)) = (parts.next(), parts.next()) else {
+                continue;
+            };
+            let key = (kind.to_owned(), name.to_owned());
+            let d = disps.entry(key.clone()).or_insert_with(|| DispatcherView {
+                kind: kind.to_owned(),
+                name: name.to_owned(),
+                agents: None,
+                threads: None,
+                units: Vec::new(),
+            });
+            match parts.next() {
+                None => match q.suffix {
+                    "agent.count" => d.agents = Some(q.value),
+                    "threads.count" => d.threads = Some(q.value),
+                    _ => {}
+                },
+                Some(tag) => {
+                    let u = units
+                        .entry(key)
+                        .or_default()
+                        .entry(tag.to_owned())
+                        .or_insert_with(|| UnitView {
+                            tag: tag.to_owned(),
+                            ..UnitView::default()
+                        });
+                    let v = Some(q.value);
+                    match q.suffix {
+                        "demands.count" => u.demands = v,
+                        "work.count" => u.work_count = v,
+                        "work.total_ns" => u.work_ns = v,
+                        "wait.count" => u.wait_count = v,
+                        "wait.total_ns" => u.wait_ns = v,
+                        _ => {}
+                    }
+                }
+            }
+        }
+        for (key, u) in units {
+            if let Some(d) = disps.get_mut(&key) {
+                d.units = u.into_values().collect();
+            }
+        }
+        DispatchersView {
+            dispatchers: disps.into_values().collect(),
+            harmonizer: None,
+            other,
+        }
+    }
+}
+
+/// `GET /api/systems`.
+#[derive(Serialize)]
+pub(crate) struct SystemsView {
+    pub(crate) systems: Vec<SystemView>,
+}
+
+#[derive(Serialize)]
+pub(crate) struct SystemView {
+    node_id: u32,
+    dead_letters: u64,
+    undelivered: u64,
+    forwarded: u64,
+    pools: Vec<PoolView>,
+    services: Vec<ServiceView>,
+    /// Dead letters since the system was attached, by reason.
+    dead_letter_reasons: BTreeMap<String, u64>,
+    /// The last few dead letters, oldest first.
+    recent_dead_letters: Vec<DeadLetterView>,
+}
+
+#[derive(Serialize)]
+struct PoolView {
+    id: u32,
+    name: String,
+    threads: usize,
+    actors: usize,
+    events_handled: u64,
+    queue_length: u64,
+    work_ns: u128,
+    idle_ns: u128,
+}
+
+#[derive(Serialize)]
+struct ServiceView {
+    service: String,
+    actor: String,
+}
+
+#[derive(Serialize)]
+pub(crate) struct DeadLetterView {
+    pub(crate) recipient: String,
+    pub(crate) sender: String,
+    pub(crate) event_type: u32,
+    pub(crate) cookie: u64,
+    pub(crate) reason: String,
+}
+
+impl SystemView {
+    pub(crate) fn new(sys: &ActorSystem, log: &DeadLetterLog) -> Self {
+        let s = sys.stats();
+        let (reasons, recent) = log.snapshot();
+        SystemView {
+            node_id: s.node_id,
+            dead_letters: s.dead_letters,
+            undelivered: s.undelivered,
+            forwarded: s.forwarded,
+            pools: s
+                .pools
+                .into_iter()
+                .map(|p| PoolView {
+                    id: p.pool_id,
+                    name: p.name,
+                    threads: p.threads,
+                    actors: p.actors,
+                    events_handled: p.events_handled,
+                    queue_length: p.queue_length,
+                    work_ns: p.work.as_nanos(),
+                    idle_ns: p.idle.as_nanos(),
+                })
+                .collect(),
+            services: sys
+                .local_services()
+                .into_iter()
+                .map(|(s, a)| ServiceView {
+                    service: s.to_string(),
+                    actor: a.to_string(),
+                })
+                .collect(),
+            dead_letter_reasons: reasons,
+            recent_dead_letters: recent,
+        }
+    }
+}
+
+/// `GET /api/interconnect`.
+#[derive(Serialize)]
+pub(crate) struct InterconnectView {
+    pub(crate) nodes: Vec<NodeView>,
+}
+
+#[derive(Serialize)]
+pub(crate) struct NodeView {
+    node_id: u32,
+    local_addr: String,
+    sessions: Vec<SessionView>,
+    refusals: Vec<RefusalView>,
+}
+
+#[derive(Serialize)]
+struct SessionView {
+    peer: u32,
+    connected: bool,
+    tls: bool,
+    rtt_us: Option<u128>,
+    bytes_out: u64,
+    bytes_in: u64,
+    events_out: u64,
+    events_in: u64,
+    unconfirmed: usize,
+    queued_events: usize,
+    queued_bytes: usize,
+    resends: u64,
+    skipped: u64,
+    reconnects: u64,
+    sessions_ended: u64,
+    events_refused: u64,
+    last_error: Option<String>,
+}
+
+#[derive(Serialize)]
+struct RefusalView {
+    peer_addr: Option<String>,
+    claimed_node: u32,
+    reason: String,
+}
+
+impl NodeView {
+    #[cfg(feature = "interconnect")]
+    pub(crate) fn new(ic: &crate::interconnect::Interconnect) -> Self {
+        NodeView {
+            node_id: ic.node_id(),
+            local_addr: ic.local_addr().to_string(),
+            sessions: ic
+                .stats()
+                .into_iter()
+                .map(|s| SessionView {
+                    peer: s.peer_node,
+                    connected: s.connected,
+                    tls: s.tls,
+                    rtt_us: s.rtt.map(|d| d.as_micros()),
+                    bytes_out: s.bytes_out,
+                    bytes_in: s.bytes_in,
+                    events_out: s.events_out,
+                    events_in: s.events_in,
+                    unconfirmed: s.unconfirmed_packets,
+                    queued_events: s.queued_events,
+                    queued_bytes: s.queued_bytes,
+                    resends: s.packets_resent,
+                    skipped: s.packets_skipped,
+                    reconnects: s.reconnects,
+                    sessions_ended: s.sessions_ended,
+                    events_refused: s.events_refused,
+                    last_error: s.last_error.map(|e| e.to_string()),
+                })
+                .collect(),
+            refusals: ic
+                .refusals()
+                .into_iter()
+                .map(|r| RefusalView {
+                    peer_addr: r.peer_addr.map(|a| a.to_string()),
+                    claimed_node: r.claimed_node,
+                    reason: r.reason.to_string(),
+                })
+                .collect(),
+        }
+    }
+}

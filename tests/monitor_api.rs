@@ -1,0 +1,329 @@
+//! The monitor's JSON endpoints (feature `monitor`): what each shows, its errors, and when
+//! the server stops.
+
+#![cfg(feature = "monitor")]
+
+mod monitor_support;
+
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use agentbox::monitor::{Monitor, MonitorError};
+use agentbox::prelude::*;
+use agentbox::ActorId;
+use monitor_support::{get, get_json, request, two_nodes, wait_for, PATIENCE};
+use serde_json::Value;
+
+struct Go;
+
+/// Moves to its state `working` on `Go`.
+struct Worker {
+    working: State,
+}
+impl Agent for Worker {
+    fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+        ctx.subscribe_self().event(|a: &mut Self, ctx, _: &Go| {
+            let s = a.working.clone();
+            let _ = ctx.change_state(&s);
+        })?;
+        Ok(())
+    }
+}
+
+struct Idle;
+impl Agent for Idle {}
+
+fn agents(coops: &Value) -> Vec<Value> {
+    let mut out = Vec::new();
+    fn walk(c: &Value, out: &mut Vec<Value>) {
+        out.extend(c["agents"].as_array().unwrap().iter().cloned());
+        for child in c["children"].as_array().unwrap() {
+            walk(child, out);
+        }
+    }
+    for c in coops["coops"].as_array().unwrap() {
+        walk(c, &mut out);
+    }
+    out
+}
+
+#[test]
+fn a_non_loopback_address_is_refused() {
+    Environment::launch(|env| {
+        match Monitor::start(env, "0.0.0.0:0") {
+            Err(MonitorError::NotLoopback(a)) => assert!(a.ip().is_unspecified()),
+            other => panic!("expected NotLoopback, got {other:?}"),
+        }
+        assert!(matches!(
+            Monitor::start(env, "[::]:0"),
+            Err(MonitorError::NotLoopback(_))
+        ));
+        let m = Monitor::start(env, "127.0.0.1:0").unwrap();
+        assert!(m.local_addr().ip().is_loopback());
+        assert_ne!(m.local_addr().port(), 0);
+        assert_eq!(m.url(), format!("http://{}/", m.local_addr()));
+        env.stop();
+    })
+    .unwrap();
+}
+
+#[test]
+fn coops_show_the_tree_with_each_agents_type_state_and_status() {
+    Environment::launch(|env| {
+        let working = State::new("working");
+        let (worker, parent) = {
+            let mut coop = env.make_coop();
+            let mbox = coop.add_agent(Worker { working });
+            (mbox, env.register_coop(coop).unwrap())
+        };
+        env.introduce_child_coop(&parent, |c| {
+            c.add_agent(Idle);
+        })
+        .unwrap();
+        let m = Monitor::start(env, "127.0.0.1:0").unwrap();
+        let addr = m.local_addr();
+
+        let coops = get_json(addr, "/api/coops");
+        assert_eq!(coops["coops"].as_array().unwrap().len(), 1, "{coops}");
+        let top = &coops["coops"][0];
+        assert_eq!(top["status"], "registered");
+        assert_eq!(top["agents"][0]["state"], "<default>");
+        assert_eq!(top["agents"][0]["status"], "active");
+        assert!(top["agents"][0]["type_name"]
+            .as_str()
+            .unwrap()
+            .ends_with("::Worker"));
+        assert_eq!(top["agents"][0]["name"], Value::Null);
+        let child = &top["children"][0];
+        assert_eq!(child["parent"], top["id"]);
+        assert!(child["agents"][0]["type_name"]
+            .as_str()
+            .unwrap()
+            .ends_with("::Idle"));
+
+        send(&worker, Go).unwrap();
+        wait_for("the worker's new state on the page", || {
+            agents(&get_json(addr, "/api/coops"))
+                .iter()
+                .any(|a| a["state"] == "working")
+        });
+
+        let envv = get_json(addr, "/api/environment");
+        assert_eq!(envv["coops"], 2);
+        assert_eq!(envv["agents"], 2);
+        env.stop();
+    })
+    .unwrap();
+}
+
+#[test]
+fn environment_shows_named_mboxes_timers_and_drops() {
+    Environment::launch(|env| {
+        env.introduce_coop(|c| {
+            c.add_agent(Idle);
+        })
+        .unwrap();
+        let _named = env.named_mbox("config");
+        let lonely = env.create_mbox();
+        send(&lonely, 1u32).unwrap();
+        send(&lonely, 2u32).unwrap();
+        let _timer = send_periodic(
+            &lonely,
+            Duration::from_secs(3600),
+            Duration::from_secs(3600),
+            3u32,
+        )
+        .unwrap();
+        let m = Monitor::start(env, "127.0.0.1:0").unwrap();
+        let e = get_json(m.local_addr(), "/api/environment");
+        assert_eq!(e["named_mboxes"], 1);
+        assert_eq!(e["pending_timers"], 1);
+        assert_eq!(e["drops"]["no_subscribers"], 2);
+        assert_eq!(e["drops"]["no_handler"], 0);
+        assert!(e["uptime_s"].as_f64().unwrap() >= 0.0);
+        env.stop();
+    })
+    .unwrap();
+}
+
+#[test]
+fn dispatchers_show_threads_queues_and_activity() {
+    Environment::launch(|env| {
+        let pool = agentbox::dispatcher::thread_pool::Builder::new()
+            .name("crunch")
+            .threads(2)
+            .activity_tracking(true)
+            .build()
+            .unwrap();
+        env.introduce_coop(|c| {
+            c.set_binder(pool.binder());
+            c.add_agent(Idle);
+        })
+        .unwrap();
+        let m = Monitor::start(env, "127.0.0.1:0").unwrap();
+        let d = get_json(m.local_addr(), "/api/dispatchers");
+        let crunch = d["dispatchers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["name"] == "crunch")
+            .unwrap_or_else(|| panic!("no crunch in {d}"))
+            .clone();
+        assert_eq!(crunch["kind"], "thread_pool");
+        assert_eq!(crunch["threads"], 2);
+        assert_eq!(crunch["agents"], 1);
+        let units = crunch["units"].as_array().unwrap();
+        assert!(units
+            .iter()
+            .any(|u| u["tag"] == "wt-1" && u["work_count"].is_u64()));
+        assert!(units.iter().any(|u| u["demands"].is_u64()));
+        assert_eq!(d["harmonizer"], Value::Null);
+        env.stop();
+    })
+    .unwrap();
+}
+
+#[test]
+fn systems_and_sessions_of_two_nodes() {
+    Environment::launch(|env| {
+        let (systems, nodes) = two_nodes(env);
+        let m = Monitor::start(env, "127.0.0.1:0").unwrap();
+        for s in &systems {
+            m.add_system(s).unwrap();
+            m.add_system(s).unwrap(); // shown once
+        }
+        for n in &nodes {
+            m.add_node(n);
+        }
+        let addr = m.local_addr();
+        systems[0].send(ActorId::new(1, 424_242, 0), monitor_support::Ping);
+
+        wait_for("both sessions connected with traffic", || {
+            let ic = get_json(addr, "/api/interconnect");
+            let nodes = ic["nodes"].as_array().unwrap();
+            nodes.len() == 2
+                && nodes.iter().all(|n| {
+                    let s = &n["sessions"][0];
+                    s["connected"] == true && s["events_in"].as_u64().unwrap_or(0) > 0
+                })
+        });
+        let ic = get_json(addr, "/api/interconnect");
+        assert_eq!(ic["nodes"][0]["node_id"], 1);
+        assert_eq!(ic["nodes"][0]["sessions"][0]["peer"], 2);
+        assert_eq!(ic["nodes"][1]["sessions"][0]["peer"], 1);
+        assert!(ic["nodes"][0]["sessions"][0]["bytes_out"].as_u64().unwrap() > 0);
+        assert_eq!(ic["nodes"][0]["refusals"], Value::Array(vec![]));
+
+        let s = get_json(addr, "/api/systems");
+        let list = s["systems"].as_array().unwrap();
+        assert_eq!(list.len(), 2, "{s}");
+        let one = &list[0];
+        assert_eq!(one["node_id"], 1);
+        assert_eq!(one["dead_letters"], 1);
+        assert_eq!(one["dead_letter_reasons"]["ActorUnknown"], 1);
+        assert_eq!(one["recent_dead_letters"][0]["recipient"], "[1:424242:0]");
+        let two = &list[1];
+        assert!(two["services"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|x| x["service"] == ActorId::service(2, b"ponger").unwrap().to_string()));
+        assert!(two["pools"][0]["actors"].as_u64().unwrap() >= 1);
+
+        let all = get_json(addr, "/api/all");
+        for k in [
+            "environment",
+            "coops",
+            "dispatchers",
+            "systems",
+            "interconnect",
+            "history",
+        ] {
+            assert!(all.get(k).is_some(), "{k} missing from /api/all");
+        }
+        for s in &systems {
+            s.stop();
+        }
+        env.stop();
+    })
+    .unwrap();
+}
+
+#[test]
+fn the_history_gains_a_sample_a_second() {
+    Environment::launch(|env| {
+        let m = Monitor::start(env, "127.0.0.1:0").unwrap();
+        wait_for("three samples", || {
+            get_json(m.local_addr(), "/api/history")["samples"]
+                .as_array()
+                .unwrap()
+                .len()
+                >= 3
+        });
+        let h = get_json(m.local_addr(), "/api/history");
+        assert_eq!(h["period_s"], 1.0);
+        let t: Vec<f64> = h["samples"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["t"].as_f64().unwrap())
+            .collect();
+        assert!(t.windows(2).all(|w| w[0] < w[1]), "{t:?}");
+        env.stop();
+    })
+    .unwrap();
+}
+
+#[test]
+fn the_page_unknown_paths_and_other_methods() {
+    Environment::launch(|env| {
+        let m = Monitor::start(env, "127.0.0.1:0").unwrap();
+        let (status, page) = get(m.local_addr(), "/").unwrap();
+        assert_eq!(status, 200);
+        assert!(page.contains("<title>agentbox monitor</title>"));
+        assert_eq!(get(m.local_addr(), "/api/nothing").unwrap().0, 404);
+        assert_eq!(request(m.local_addr(), "POST", "/api/all").unwrap().0, 405);
+        env.stop();
+    })
+    .unwrap();
+}
+
+#[test]
+fn dropping_the_monitor_stops_the_server() {
+    Environment::launch(|env| {
+        let m = Monitor::start(env, "127.0.0.1:0").unwrap();
+        let addr = m.local_addr();
+        assert_eq!(get(addr, "/api/environment").unwrap().0, 200);
+        let started = Instant::now();
+        drop(m);
+        assert!(started.elapsed() < PATIENCE, "the drop waited too long");
+        // The listener is gone: no answer any more (refused, or closed unanswered).
+        wait_for("the listener to go", || {
+            get(addr, "/api/environment").map_or(true, |(s, _)| s == 0)
+        });
+        env.stop();
+    })
+    .unwrap();
+}
+
+#[test]
+fn the_server_ends_when_the_environment_stops() {
+    let (tx, rx) = mpsc::channel();
+    let mut kept = None;
+    Environment::launch(|env| {
+        env.introduce_coop(|c| {
+            c.add_agent(Idle);
+        })
+        .unwrap();
+        let m = Monitor::start(env, "127.0.0.1:0").unwrap();
+        tx.send(m.local_addr()).unwrap();
+        kept = Some(m);
+        env.stop();
+    })
+    .unwrap();
+    let m = kept.unwrap();
+    let addr = rx.recv().unwrap();
+    wait_for("the server's thread to end", || !m.is_running());
+    assert!(get(addr, "/api/environment").map_or(true, |(s, _)| s == 0));
+    drop(m); // no hang
+}

@@ -1,0 +1,104 @@
+//! `Environment::introspect`, the core's read-only snapshot the monitor's page is built on
+//! (no feature needed).
+
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use agentbox::environment::{AgentStatus, CoopStatus};
+use agentbox::prelude::*;
+
+struct Go;
+
+/// Enters `busy.inner` (a substate) on `Go`, then tells the test.
+struct Switcher {
+    inner: State,
+    done: mpsc::Sender<()>,
+}
+impl Agent for Switcher {
+    fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+        ctx.subscribe_self().event(|a: &mut Self, ctx, _: &Go| {
+            let s = a.inner.clone();
+            ctx.change_state(&s).unwrap();
+            a.done.send(()).unwrap();
+        })?;
+        Ok(())
+    }
+}
+
+struct Plain;
+impl Agent for Plain {}
+
+#[test]
+fn the_snapshot_lists_coops_parents_first_with_agent_types_states_and_statuses() {
+    Environment::launch(|env| {
+        let (tx, rx) = mpsc::channel();
+        let busy = State::new("busy");
+        let inner = busy.substate("inner").unwrap();
+        let mut coop = env.make_coop();
+        let switcher = coop.add_agent(Switcher { inner, done: tx });
+        coop.add_agent(Plain);
+        let parent = env.register_coop(coop).unwrap();
+        env.introduce_child_coop(&parent, |c| {
+            c.add_agent(Plain);
+        })
+        .unwrap();
+
+        let snap = env.introspect();
+        assert_eq!(snap.coops.len(), 2);
+        let (top, child) = (&snap.coops[0], &snap.coops[1]);
+        assert_eq!(top.parent, None);
+        assert_eq!(child.parent, Some(top.id));
+        assert_eq!(top.status, CoopStatus::Registered);
+        assert_eq!(top.agents.len(), 2);
+        assert_eq!(top.agents[0].status, AgentStatus::Active);
+        // Type names and states are kept with the feature `monitor` only.
+        let monitor = cfg!(feature = "monitor");
+        if monitor {
+            assert!(top.agents[0].type_name.unwrap().ends_with("::Switcher"));
+            assert!(top.agents[1].type_name.unwrap().ends_with("::Plain"));
+            assert_eq!(top.agents[0].state.as_deref(), Some("<default>"));
+        } else {
+            assert_eq!(top.agents[0].type_name, None);
+            assert_eq!(top.agents[0].state, None);
+        }
+        assert_eq!(top.agents[0].name, None);
+        assert_eq!(top.agents[0].id.as_u64(), switcher.id().as_u64());
+        assert_eq!(snap.named_mboxes, 0);
+
+        send(&switcher, Go).unwrap();
+        rx.recv_timeout(Duration::from_secs(30)).unwrap();
+        // Published at the switch, before the handler's message to the test.
+        if monitor {
+            let snap = env.introspect();
+            assert_eq!(snap.coops[0].agents[0].state.as_deref(), Some("inner"));
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while env.introspect().coops[0].agents[0].status != AgentStatus::Active {
+            assert!(Instant::now() < deadline);
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(env.introspect().uptime > Duration::ZERO);
+        env.stop();
+    })
+    .unwrap();
+}
+
+#[test]
+fn quantities_come_from_the_dispatchers_whether_or_not_stats_are_on() {
+    Environment::launch(|env| {
+        env.introduce_coop(|c| {
+            c.add_agent(Plain);
+        })
+        .unwrap();
+        assert!(!env.stats_controller().is_on());
+        let q = env.introspect().quantities;
+        assert!(
+            q.iter().any(|q| q.prefix.starts_with("disp/one_thread/")
+                && q.suffix == "agent.count"
+                && q.value == 1),
+            "{q:?}"
+        );
+        env.stop();
+    })
+    .unwrap();
+}

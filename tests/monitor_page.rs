@@ -1,0 +1,125 @@
+//! The monitor's page in a real browser (feature `monitor`): headless Chromium loads it,
+//! runs its JavaScript for a few (virtual) seconds, and the DOM it leaves shows the agents
+//! and the sessions of a two-node system.
+//!
+//! Needs Debian's `chromium` (`.ci/run` installs it). Without it the test says so loudly
+//! and passes, unless `AGENTBOX_REQUIRE_CHROMIUM` is set (as `.ci/run` sets it once
+//! chromium is there): then a missing browser fails it.
+
+#![cfg(feature = "monitor")]
+
+mod monitor_support;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use agentbox::monitor::Monitor;
+use agentbox::prelude::*;
+use monitor_support::{get_json, two_nodes, wait_for, PATIENCE};
+
+struct Sentinel;
+impl Agent for Sentinel {}
+
+fn chromium() -> Option<&'static str> {
+    ["chromium", "chromium-browser"].into_iter().find(|c| {
+        Command::new(c)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    })
+}
+
+/// The DOM of `url` after `budget_ms` of virtual time.
+fn dump_dom(browser: &str, url: &str, budget_ms: u32) -> String {
+    let out = Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            &format!("--virtual-time-budget={budget_ms}"),
+            "--dump-dom",
+            url,
+        ])
+        .output()
+        .expect("chromium runs");
+    assert!(
+        out.status.success(),
+        "chromium failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn updates(dom: &str) -> u32 {
+    dom.split("data-updates=\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn the_page_shows_the_agents_and_sessions_of_two_nodes_live() {
+    let Some(browser) = chromium() else {
+        assert!(
+            std::env::var_os("AGENTBOX_REQUIRE_CHROMIUM").is_none(),
+            "AGENTBOX_REQUIRE_CHROMIUM is set but no chromium was found"
+        );
+        eprintln!(
+            "\n*** monitor_page: SKIPPED, no chromium here (apt-get install -y chromium) ***\n"
+        );
+        return;
+    };
+    Environment::launch(|env| {
+        env.introduce_coop(|c| {
+            c.add_agent(Sentinel);
+        })
+        .unwrap();
+        let (systems, nodes) = two_nodes(env);
+        let m = Monitor::start(env, "127.0.0.1:0").unwrap();
+        for s in &systems {
+            m.add_system(s).unwrap();
+        }
+        for n in &nodes {
+            m.add_node(n);
+        }
+        wait_for("both sessions connected", || {
+            get_json(m.local_addr(), "/api/interconnect")["nodes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|n| n["sessions"][0]["connected"] == true)
+        });
+
+        // The page polls once a second: with 3 s of virtual time it has rendered a few
+        // times. A loaded machine may need another go.
+        let deadline = Instant::now() + PATIENCE;
+        let dom = loop {
+            let dom = dump_dom(browser, &m.url(), 3000);
+            if updates(&dom) >= 2 || Instant::now() > deadline {
+                break dom;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        };
+        assert!(updates(&dom) >= 2, "the page did not update live:\n{dom}");
+        assert!(dom.contains("live — updated"), "{dom}");
+        // The agents, by type.
+        assert!(dom.contains("monitor_page::Sentinel"), "{dom}");
+        assert!(dom.contains("monitor_support::Ponger&gt;\""), "{dom}");
+        // The session of each node with the other, connected.
+        for (node, peer) in [(1, 2), (2, 1)] {
+            let row = format!(
+                "<tr class=\"session\" data-node=\"{node}\" data-peer=\"{peer}\" data-connected=\"true\">"
+            );
+            assert!(dom.contains(&row), "no connected session {node} → {peer}:\n{dom}");
+        }
+        // The chart has samples.
+        assert!(dom.contains("data-samples=\""), "{dom}");
+        for s in &systems {
+            s.stop();
+        }
+        env.stop();
+    })
+    .unwrap();
+}

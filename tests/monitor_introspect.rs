@@ -16,6 +16,7 @@ struct Switcher {
 }
 impl Agent for Switcher {
     fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+        ctx.set_name("switcher").unwrap();
         ctx.subscribe_self().event(|a: &mut Self, ctx, _: &Go| {
             let s = a.inner.clone();
             ctx.change_state(&s).unwrap();
@@ -51,6 +52,9 @@ fn the_snapshot_lists_coops_parents_first_with_agent_types_states_and_statuses()
         assert_eq!(top.status, CoopStatus::Registered);
         assert_eq!(top.agents.len(), 2);
         assert_eq!(top.agents[0].status, AgentStatus::Active);
+        // Names (set by the agent) are shown with or without the feature.
+        assert_eq!(top.agents[0].name.as_deref(), Some("switcher"));
+        assert_eq!(top.agents[1].name, None);
         // Type names and states are kept with the feature `monitor` only.
         let monitor = cfg!(feature = "monitor");
         if monitor {
@@ -61,7 +65,6 @@ fn the_snapshot_lists_coops_parents_first_with_agent_types_states_and_statuses()
             assert_eq!(top.agents[0].type_name, None);
             assert_eq!(top.agents[0].state, None);
         }
-        assert_eq!(top.agents[0].name, None);
         assert_eq!(top.agents[0].id.as_u64(), switcher.id().as_u64());
         assert_eq!(snap.named_mboxes, 0);
 

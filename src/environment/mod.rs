@@ -567,12 +567,9 @@ impl Environment {
 
     /// A coop went final: the environment finishes its shutdown when the last coop went,
     /// or stops by itself (autoshutdown) when nothing is left after `init`.
-    fn after_final(&self, mut st: parking_lot::MutexGuard<'_, EnvState>) {
+    fn after_final(&self, st: parking_lot::MutexGuard<'_, EnvState>) {
         if st.shutting_down {
-            if st.coops.is_empty() && !st.finished {
-                st.finished = true;
-                self.0.finished.notify_all();
-            }
+            self.finish_if_done(st);
             return;
         }
         let stop = self.0.autoshutdown && st.init_done && st.coops.is_empty();
@@ -583,16 +580,20 @@ impl Environment {
     }
 
     fn check_finished(&self) {
-        let hooks = {
-            let mut st = self.0.state.lock();
-            if st.shutting_down && st.coops.is_empty() && !st.finished {
-                st.finished = true;
-                self.0.finished.notify_all();
-                std::mem::take(&mut st.finish_hooks)
-            } else {
-                return;
-            }
-        };
+        self.finish_if_done(self.0.state.lock());
+    }
+
+    /// Marks the environment finished when it is shutting down and its last coop is gone,
+    /// then runs the finish hooks with the lock released: the one place for every path
+    /// that can finish it (a coop's final step, the stop itself).
+    fn finish_if_done(&self, mut st: parking_lot::MutexGuard<'_, EnvState>) {
+        if !(st.shutting_down && st.coops.is_empty() && !st.finished) {
+            return;
+        }
+        st.finished = true;
+        self.0.finished.notify_all();
+        let hooks = std::mem::take(&mut st.finish_hooks);
+        drop(st);
         for hook in hooks {
             hook();
         }

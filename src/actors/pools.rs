@@ -128,7 +128,9 @@ impl PoolConfig {
         self
     }
 
-    /// How long an idle thread spins before it parks (default 100 µs).
+    /// How long an idle thread spins before it parks (default 100 µs). A pool of one thread
+    /// (max 1) spins this long (with the serial worker's adaptive budget: a preempted spin
+    /// halves it); the threads of a pool of more threads park at once for now.
     pub fn spin_threshold(mut self, t: Duration) -> PoolConfig {
         self.spin_threshold = t;
         self
@@ -258,6 +260,7 @@ impl Pool {
             let d = one_thread::Builder::new()
                 .name(disp_name)
                 .activity_tracking(cfg.activity)
+                .spin_threshold(cfg.spin_threshold)
                 .build()?;
             let b = d.binder();
             (d, b)

@@ -120,6 +120,11 @@ const _: fn() = || {
 
 /// The shared state of one system.
 pub(crate) struct SystemInner {
+    /// The harmonizer of the system's elastic pools (`SystemSetup::harmonize`). First, so
+    /// that it is dropped first: it removes its ticks and the shared threads' lend targets
+    /// before the pools go (a lender inside another pool's slice could otherwise hold that
+    /// pool's last reference and join its threads from a worker of its own pool).
+    harmonizer: Option<Harmonizer>,
     pub(crate) node_id: u32,
     pub(crate) env: Environment,
     pub(crate) pools: Vec<Pool>,
@@ -137,8 +142,6 @@ pub(crate) struct SystemInner {
     stats_registered: AtomicBool,
     /// Where events for other nodes go, once an interconnect is installed.
     pub(crate) remote: OnceLock<Box<dyn RemoteRouter>>,
-    /// The harmonizer of the system's elastic pools (`SystemSetup::harmonize`).
-    harmonizer: Option<Harmonizer>,
 }
 
 /// The hook of the interconnect: takes the events whose recipient is on another node

@@ -328,9 +328,11 @@ impl Shared {
         self.ready.push(q);
     }
 
-    /// Whether the pool runs one thread (then a demand blocked on it has no other worker).
+    /// Whether the pool runs, or may come down to, one thread (then a demand blocked on it
+    /// may have no other worker: an elastic pool can shed the second thread while a
+    /// request waits, so its minimum decides, not today's count).
     fn single_thread(&self) -> bool {
-        self.ctl.live() == 1
+        self.ctl.may_run_one()
     }
 
     /// Scheduling steps 2 and 3 for one queue; the demands run. With `keep` false (a

@@ -106,6 +106,12 @@ impl ThreadCtl {
         Self::build(name, ThreadLimits::new(n, n, n), false)
     }
 
+    /// Whether the pool may be down to one thread while a demand waits: its minimum is one,
+    /// or it runs one now (then a demand blocked on it may have no other worker).
+    pub(crate) fn may_run_one(&self) -> bool {
+        self.limits.min <= 1 || self.live() == 1
+    }
+
     /// A pool with limits: measured, elastic.
     pub(crate) fn elastic(name: &str, limits: ThreadLimits) -> Arc<ThreadCtl> {
         Self::build(name, limits, true)

@@ -216,14 +216,20 @@ fn an_mchain_stream_yields_messages_in_order_then_ends_when_closed() {
         })
     };
     let rt = current_thread();
-    let got = rt.block_on(async {
-        let mut stream = chain.stream();
-        let mut got = Vec::new();
-        while let Some(m) = next(&mut stream).await {
-            got.push(*m.downcast_ref::<u32>().expect("a u32"));
-        }
-        got
-    });
+    // Bounded: a lost wake-up fails the test instead of hanging it.
+    let got = rt
+        .block_on(async {
+            tokio::time::timeout(PATIENCE, async {
+                let mut stream = chain.stream();
+                let mut got = Vec::new();
+                while let Some(m) = next(&mut stream).await {
+                    got.push(*m.downcast_ref::<u32>().expect("a u32"));
+                }
+                got
+            })
+            .await
+        })
+        .expect("the stream's end within the patience (a lost wake-up?)");
     sender.join().unwrap();
     assert_eq!(got, (0..200).collect::<Vec<u32>>());
     wrapped.stop_then_join().unwrap();
@@ -244,7 +250,10 @@ fn an_mchain_future_gets_the_next_message_and_none_once_closed() {
                 send(&chain.as_mbox(), "hello").unwrap();
             })
         };
-        let m = chain.recv_async().await.unwrap();
+        let m = tokio::time::timeout(PATIENCE, chain.recv_async())
+            .await
+            .expect("woken by the send")
+            .unwrap();
         assert_eq!(m.downcast_ref::<&str>(), Some(&"hello"));
         later.await.unwrap();
         // Closing wakes a waiting reader with `None`.
@@ -255,7 +264,8 @@ fn an_mchain_future_gets_the_next_message_and_none_once_closed() {
                 chain.close(CloseMode::DropContent);
             })
         };
-        assert!(chain.recv_async().await.is_none());
+        let closed = tokio::time::timeout(PATIENCE, chain.recv_async()).await;
+        assert!(closed.expect("woken by the close").is_none());
         closer.await.unwrap();
     });
     wrapped.stop_then_join().unwrap();

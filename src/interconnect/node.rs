@@ -67,10 +67,15 @@ impl NodeShared {
     /// of each type through the environment's error logger (the count is the session's).
     #[cold]
     #[inline(never)]
-    pub(crate) fn report_missing_codec(&self, event_type: EventType, sender: ActorId) {
-        if !self.missing_codecs.lock().insert(event_type) {
-            return;
-        }
+    /// Whether `event_type` is the first type seen here with no codec (then the caller
+    /// reports it with [`log_missing_codec`](Self::log_missing_codec), outside its locks).
+    pub(crate) fn first_missing_codec(&self, event_type: EventType) -> bool {
+        self.missing_codecs.lock().insert(event_type)
+    }
+
+    /// Logs an event type with no codec, through the environment's error logger (user
+    /// code: called with no session lock held).
+    pub(crate) fn log_missing_codec(&self, event_type: EventType, sender: ActorId) {
         self.system.environment().log_error(&format!(
             "interconnect node {}: an event of type {event_type:#x} ({event_type}) from {sender} \
              has no codec registered on this node: its handler gets the bytes, and \

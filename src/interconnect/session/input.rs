@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Input, Session};
-use crate::actors::{Body, EventFlags, EventHandle};
+use crate::actors::{ActorId, Body, EventFlags, EventHandle, EventType};
 use crate::interconnect::error::SessionError;
 use crate::interconnect::node::NodeShared;
 use crate::interconnect::stream::IcStream;
@@ -59,6 +59,9 @@ struct Effects {
     events_in: u64,
     /// Of `events_in`, those whose type has no codec here.
     without_codec: u64,
+    /// Types seen with no codec for the first time, with a sender: logged once the input
+    /// lock is released (the error logger is user code).
+    first_without_codec: Vec<(EventType, ActorId)>,
     skipped: u64,
     /// The events completed, in order, handed to the local system in one go per read
     /// (`send_batch`: one message and one wake-up per recipient's run, where one each cost
@@ -131,6 +134,9 @@ fn run(
             r
         };
         handles = std::mem::take(&mut fx.handles);
+        for (event_type, sender) in fx.first_without_codec.drain(..) {
+            node.log_missing_codec(event_type, sender);
+        }
         let (used, error) = match result {
             Ok(used) => (used, None),
             Err((used, e)) => (used, Some(e)),
@@ -331,7 +337,9 @@ fn deliver_parts(
         let decode = node.codecs.decoder(d.event_type);
         if decode.is_none() {
             fx.without_codec += 1;
-            node.report_missing_codec(d.event_type, d.sender);
+            if node.first_missing_codec(d.event_type) {
+                fx.first_without_codec.push((d.event_type, d.sender));
+            }
         }
         let h = EventHandle::serialized_with(d.event_type, d.recipient, d.sender, body, decode)
             .with_flags(flags)

@@ -273,7 +273,7 @@ impl MChain {
 
     /// Closes the chain; see [`CloseMode`]. Closing twice does nothing more.
     pub fn close(&self, mode: CloseMode) {
-        let dropped = {
+        let (dropped, tasks) = {
             let mut st = self.0.state.lock();
             st.closed = true;
             self.0.closed_flag.store(true, Ordering::Release);
@@ -284,9 +284,10 @@ impl MChain {
                 }
                 CloseMode::RetainContent => VecDeque::new(),
             };
-            self.0.wake_all(&mut st);
-            dropped
+            let tasks = self.0.wake_all(&mut st);
+            (dropped, tasks)
         };
+        tasks.into_iter().for_each(std::task::Waker::wake);
         drop(dropped);
     }
 
@@ -325,10 +326,15 @@ impl Chain {
         }
     }
 
-    /// Wakes blocked readers and writers and every `select` registered here.
-    fn wake_all(&self, st: &mut State) {
+    /// Wakes blocked readers and writers and every `select` registered here, and takes
+    /// out the async readers' wakers: the caller wakes them once it has released the
+    /// chain's lock (a task's waker is its executor's code). An async reader polls again
+    /// and registers again if it still waits.
+    #[must_use = "the async readers' wakers are woken by the caller, after the lock"]
+    fn wake_all(&self, st: &mut State) -> Vec<std::task::Waker> {
         self.not_empty.notify_all();
         self.not_full.notify_all();
+        let mut tasks = Vec::new();
         st.wakers.retain(|w| match w {
             ChainWaker::Select(w) => match w.upgrade() {
                 Some(w) => {
@@ -337,12 +343,12 @@ impl Chain {
                 }
                 None => false,
             },
-            // An async reader polls again and registers again if it still waits.
             ChainWaker::Task(t) => {
-                t.wake_by_ref();
+                tasks.push(t.clone());
                 false
             }
         });
+        tasks
     }
 
     pub(crate) fn add_waker(&self, w: &Arc<Waker>) {
@@ -471,10 +477,13 @@ impl Chain {
         st.queue.push_back(msg);
         self.queued.store(st.queue.len(), Ordering::Release);
         self.not_empty.notify_one();
-        if !st.wakers.is_empty() {
-            self.wake_all(&mut st);
-        }
+        let tasks = if st.wakers.is_empty() {
+            Vec::new()
+        } else {
+            self.wake_all(&mut st)
+        };
         drop(st);
+        tasks.into_iter().for_each(std::task::Waker::wake);
         drop(dropped);
         if was_empty {
             if let Some(n) = &self.params.notifier {
@@ -537,8 +546,14 @@ impl Chain {
         self.queued.store(st.queue.len(), Ordering::Release);
         if self.params.capacity.is_some() {
             self.not_full.notify_one();
-            if !st.wakers.is_empty() {
-                self.wake_all(st);
+            // Room for writers: only `select`s (which may wait to send) are woken; async
+            // readers have nothing new to read and stay registered.
+            for w in &st.wakers {
+                if let ChainWaker::Select(w) = w {
+                    if let Some(w) = w.upgrade() {
+                        w.wake();
+                    }
+                }
             }
         }
     }

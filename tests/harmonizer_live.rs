@@ -222,8 +222,12 @@ fn a_thread_pool_and_an_adv_thread_pool_share_one_budget_and_idle_ones_shrink_to
     let st = h.stats();
     assert_eq!(st.total_cores, 4.0);
     for p in &st.pools {
-        assert!(p.is_hoggish, "{p:?}");
+        // `is_hoggish` is not asserted after the last step: at one thread a pool is hoggish
+        // only if that thread was idle for the whole window, and a worker's own wake-ups (at
+        // least once a second, to tick) count as busy time on a loaded machine. The counter
+        // below is the evidence that the hoggish rule ran.
         assert_eq!(p.current_thread_count, 1, "{p:?}");
+        assert_eq!(p.min_thread_count, 1, "{p:?}");
         assert_eq!(p.counters.decreasing_threads_by_hoggish_state, 1);
     }
     assert_eq!(interactive.elastic().unwrap().thread_count(), 1);

@@ -4,7 +4,8 @@
 //!
 //! One environment runs:
 //!
-//! - a coop of SObjectizer-style agents on a thread pool with activity tracking: a
+//! - a coop of SObjectizer-style agents on an elastic thread pool (1 to 3 threads,
+//!   moved by a harmonizer every second) with activity tracking: a
 //!   `Ticker` that ticks every 100 ms and switches between its states `even` and `odd`,
 //!   and a `Counter` that counts the ticks; a child coop with a `Reporter` on its own
 //!   thread (`active_obj`) that hears every tenth tick;
@@ -203,10 +204,15 @@ fn run(
 ) -> Result<(), String> {
     let e = |e: &dyn std::fmt::Display| e.to_string();
     // The agents.
+    // An elastic pool: 1 to 3 threads, 2 at the start, moved by a harmonizer.
     let pool = thread_pool::Builder::new()
         .name("workers")
-        .threads(2)
+        .thread_limits(1, 2, 3)
         .activity_tracking(true)
+        .build()
+        .map_err(|x| e(&x))?;
+    let harmonizer = agentbox::harmonizer::Harmonizer::builder()
+        .dispatcher(&pool)
         .build()
         .map_err(|x| e(&x))?;
     let ticks = env.create_mbox();
@@ -271,7 +277,7 @@ fn run(
         })
         .map_err(|x| e(&x))?;
     if let Some(addr) = &args.serve {
-        serve(env, addr, &systems, &nodes, keep)?;
+        serve(env, addr, &systems, &nodes, &harmonizer, keep)?;
         // Nobody lives there: a dead letter for the page.
         systems[0].send(ActorId::new(1, 999_999, 0), Ping(0));
         let deadline = args
@@ -294,7 +300,7 @@ fn run(
         }
     }
     keep.push(Box::new(nodes));
-    keep.push(Box::new((pool, reporter_disp)));
+    keep.push(Box::new((harmonizer, pool, reporter_disp)));
     Ok(())
 }
 
@@ -305,9 +311,11 @@ fn serve(
     addr: &str,
     systems: &[ActorSystem],
     nodes: &[Interconnect],
+    harmonizer: &agentbox::harmonizer::Harmonizer,
     keep: &mut Vec<Box<dyn std::any::Any>>,
 ) -> Result<(), String> {
     let monitor = agentbox::monitor::Monitor::start(env, addr).map_err(|e| e.to_string())?;
+    monitor.add_harmonizer(harmonizer);
     for s in systems {
         monitor.add_system(s).map_err(|e| e.to_string())?;
     }
@@ -325,6 +333,7 @@ fn serve(
     addr: &str,
     _: &[ActorSystem],
     _: &[Interconnect],
+    _: &agentbox::harmonizer::Harmonizer,
     _: &mut Vec<Box<dyn std::any::Any>>,
 ) -> Result<(), String> {
     Err(format!(

@@ -177,7 +177,86 @@ fn dispatchers_show_threads_queues_and_activity() {
             .iter()
             .any(|u| u["tag"] == "wt-1" && u["work_count"].is_u64()));
         assert!(units.iter().any(|u| u["demands"].is_u64()));
-        assert_eq!(d["harmonizer"], Value::Null);
+        assert_eq!(d["harmonizers"], Value::Array(vec![]));
+        // A fixed pool has no elastic figures.
+        assert_eq!(crunch["elastic"], Value::Null);
+        env.stop();
+    })
+    .unwrap();
+}
+
+#[test]
+fn an_elastic_pool_shows_its_range_threads_and_harmonizer_until_it_is_dropped() {
+    use agentbox::harmonizer::Harmonizer;
+    Environment::launch(|env| {
+        let pool = agentbox::dispatcher::thread_pool::Builder::new()
+            .name("elastic")
+            .thread_limits(1, 2, 3)
+            .build()
+            .unwrap();
+        env.introduce_coop(|c| {
+            c.set_binder(pool.binder());
+            c.add_agent(Idle);
+        })
+        .unwrap();
+        let h = Harmonizer::builder()
+            .dispatcher(&pool)
+            .cpu_budget(2.0)
+            .period(Duration::from_secs(3600))
+            .build()
+            .unwrap();
+        h.harmonize_at(h.origin() + Duration::from_secs(1));
+        let m = Monitor::start(env, "127.0.0.1:0").unwrap();
+        m.add_harmonizer(&h);
+        m.add_harmonizer(&h); // shown once
+        let d = get_json(m.local_addr(), "/api/dispatchers");
+        let e = d["dispatchers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["name"] == "elastic")
+            .unwrap_or_else(|| panic!("no elastic pool in {d}"))
+            .clone();
+        let el = &e["elastic"];
+        assert_eq!(el["min"], 1, "{e}");
+        assert_eq!(el["default"], 2, "{e}");
+        assert_eq!(el["max"], 3, "{e}");
+        assert!(
+            el["target"].as_u64().is_some_and(|t| (1..=3).contains(&t)),
+            "{e}"
+        );
+        for k in ["increasing_threads_by_needy_state", "is_hoggish"] {
+            assert!(el["harmonizer"][k].is_u64(), "{k} missing in {e}");
+        }
+        let units = e["units"].as_array().unwrap();
+        assert!(
+            units
+                .iter()
+                .any(|u| u["tag"] == "wt-0" && u["busy_us"].is_u64() && u["cpu_us"].is_u64()),
+            "{e}"
+        );
+
+        let hs = d["harmonizers"].as_array().unwrap();
+        assert_eq!(hs.len(), 1, "{d}");
+        assert_eq!(hs[0]["iterations"], 1);
+        assert_eq!(hs[0]["total_cores"], 2.0);
+        let p = &hs[0]["pools"][0];
+        assert_eq!(p["min_threads"], 1, "{p}");
+        assert_eq!(p["max_threads"], 3, "{p}");
+        assert_eq!(p["default_threads"], 2, "{p}");
+        assert!(
+            ["needy", "starved", "hoggish", "balanced"].contains(&p["state"].as_str().unwrap()),
+            "{p}"
+        );
+        assert!(
+            p["operations"]["IncreasingThreadsByNeedyState"].is_u64(),
+            "{p}"
+        );
+
+        // The monitor does not keep the harmonizer: once dropped, it leaves the page.
+        drop(h);
+        let d = get_json(m.local_addr(), "/api/dispatchers");
+        assert_eq!(d["harmonizers"], Value::Array(vec![]), "{d}");
         env.stop();
     })
     .unwrap();

@@ -77,7 +77,25 @@ fn the_page_shows_the_agents_and_sessions_of_two_nodes_live() {
         })
         .unwrap();
         let (systems, nodes) = two_nodes(env);
+        // An elastic pool and its harmonizer, stepped once by hand.
+        let elastic = agentbox::dispatcher::thread_pool::Builder::new()
+            .name("elastic")
+            .thread_limits(1, 2, 3)
+            .build()
+            .unwrap();
+        let harmonizer = agentbox::harmonizer::Harmonizer::builder()
+            .dispatcher(&elastic)
+            .period(Duration::from_secs(3600))
+            .build()
+            .unwrap();
+        harmonizer.harmonize_at(harmonizer.origin() + Duration::from_secs(1));
+        env.introduce_coop(|c| {
+            c.set_binder(elastic.binder());
+            c.add_agent(Sentinel);
+        })
+        .unwrap();
         let m = Monitor::start(env, "127.0.0.1:0").unwrap();
+        m.add_harmonizer(&harmonizer);
         for s in &systems {
             m.add_system(s).unwrap();
         }
@@ -114,6 +132,10 @@ fn the_page_shows_the_agents_and_sessions_of_two_nodes_live() {
             );
             assert!(dom.contains(&row), "no connected session {node} → {peer}:\n{dom}");
         }
+        // The elastic pool's range and the harmonizer's row of it.
+        assert!(dom.contains("data-elastic=\"elastic\""), "{dom}");
+        assert!(dom.contains("data-harmonizer=\"elastic\""), "{dom}");
+        assert!(dom.contains("<tr data-pool=\"elastic\" data-state=\""), "{dom}");
         // The chart has samples.
         assert!(dom.contains("data-samples=\""), "{dom}");
         for s in &systems {

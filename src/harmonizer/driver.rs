@@ -185,7 +185,10 @@ impl HarmonizerBuilder {
         });
         inner.publish_initial();
         install(&inner);
-        Ok(Harmonizer { inner })
+        Ok(Harmonizer {
+            alive: Arc::new(()),
+            inner,
+        })
     }
 }
 
@@ -438,6 +441,8 @@ impl Inner {
 /// assert_eq!(stats.pools[0].name, "interactive");
 /// ```
 pub struct Harmonizer {
+    /// Dropped first: what tells [`HarmonizerObserver`]s that the handle is gone.
+    alive: Arc<()>,
     inner: Arc<Inner>,
 }
 
@@ -493,6 +498,63 @@ impl Harmonizer {
     /// The instant the harmonizer measures from (its build time).
     pub fn origin(&self) -> Instant {
         self.inner.gate.origin
+    }
+
+    /// A watcher of this harmonizer's figures that does not keep it alive: what a
+    /// monitoring page holds (the `monitor` feature's `Monitor::add_harmonizer`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use agentbox::dispatcher::thread_pool;
+    /// use agentbox::harmonizer::Harmonizer;
+    ///
+    /// let pool = thread_pool::Builder::new().thread_limits(1, 1, 2).build().unwrap();
+    /// let h = Harmonizer::builder().dispatcher(&pool).build().unwrap();
+    /// let watch = h.observer();
+    /// assert_eq!(watch.stats().unwrap().pools.len(), 1);
+    /// drop(h);
+    /// assert!(watch.stats().is_none());
+    /// ```
+    pub fn observer(&self) -> HarmonizerObserver {
+        HarmonizerObserver {
+            inner: Arc::downgrade(&self.inner),
+            alive: Arc::downgrade(&self.alive),
+        }
+    }
+}
+
+/// A weak watcher of a [`Harmonizer`]'s figures ([`Harmonizer::observer`]).
+///
+/// It keeps neither the harmonizer nor its pools alive: once the harmonizer is dropped,
+/// [`stats`](Self::stats) answers `None`.
+#[derive(Clone)]
+pub struct HarmonizerObserver {
+    inner: std::sync::Weak<Inner>,
+    alive: std::sync::Weak<()>,
+}
+
+impl HarmonizerObserver {
+    /// The harmonizer's last step's figures ([`Harmonizer::stats`]), or `None` once it
+    /// was dropped.
+    pub fn stats(&self) -> Option<HarmonizerStats> {
+        // The handle's token goes first in its drop: a tick still holding the inner part
+        // for a moment does not make a dropped harmonizer look alive.
+        self.alive.upgrade()?;
+        Some(self.inner.upgrade()?.stats.lock().clone())
+    }
+
+    /// Whether this watches the same harmonizer as `other`.
+    pub fn same_as(&self, other: &HarmonizerObserver) -> bool {
+        self.inner.ptr_eq(&other.inner)
+    }
+}
+
+impl std::fmt::Debug for HarmonizerObserver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HarmonizerObserver")
+            .field("alive", &(self.alive.strong_count() > 0))
+            .finish()
     }
 }
 

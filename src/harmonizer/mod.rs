@@ -109,6 +109,6 @@ mod stats;
 #[cfg(test)]
 mod tests;
 
-pub use driver::{Harmonizer, HarmonizerBuilder, HarmonizerError, HISTORY_LEN};
+pub use driver::{Harmonizer, HarmonizerBuilder, HarmonizerError, HarmonizerObserver, HISTORY_LEN};
 pub use history::ValueHistory;
 pub use stats::{HarmonizerStats, OperationCounts, PoolHarmonizerStats};

@@ -63,16 +63,45 @@
 //! ```
 //!
 //! `GET /api/dispatchers` — each dispatcher with its queues and worker threads by tag
-//! (`work_*`/`wait_*` with activity tracking, see [`crate::stats`]); `harmonizer` is
-//! reserved for the harmonizer's figures; `other` lists the quantities of other sources:
+//! (`work_*`/`wait_*` with activity tracking, see [`crate::stats`]; `busy_us`, `cpu_us`,
+//! `parked_us` and `events` on the threads of an elastic pool). An elastic pool
+//! (`thread_limits`) also has `elastic`: its thread range, its activation latencies
+//! (bucket upper bound in µs → activations, non-empty buckets) and the harmonizer's
+//! counters and flags on it (`null` for other dispatchers). `harmonizers` lists the last
+//! step of each harmonizer attached with [`Monitor::add_harmonizer`] (or with its system);
+//! `other` lists the quantities of other sources:
 //!
 //! ```json
 //! {"dispatchers": [{"kind": "thread_pool", "name": "workers", "agents": 2, "threads": 2,
 //!   "units": [{"tag": "cq-3", "demands": 0, "work_count": null, "work_ns": null,
-//!              "wait_count": null, "wait_ns": null},
-//!             {"tag": "wt-0", "demands": null, "work_count": 120, "work_ns": 90000,
-//!              "wait_count": 119, "wait_ns": 9800000}]}],
-//!  "harmonizer": null, "other": []}
+//!              "wait_count": null, "wait_ns": null, "busy_us": null, "cpu_us": null,
+//!              "parked_us": null, "events": null},
+//!             {"tag": "wt-0", "demands": null, "work_count": null, "work_ns": null,
+//!              "wait_count": null, "wait_ns": null, "busy_us": 5200, "cpu_us": 4900,
+//!              "parked_us": 994800, "events": 120}],
+//!   "elastic": {"target": 2, "min": 1, "default": 2, "max": 4,
+//!               "activation_lt_us": {"8": 100, "16": 20}, "foreign_events": 0,
+//!               "harmonizer": {"decreasing_threads_by_exchange": 0,
+//!                              "decreasing_threads_by_hoggish_state": 0,
+//!                              "decreasing_threads_by_starved_state": 0,
+//!                              "increasing_threads_by_exchange": 0,
+//!                              "increasing_threads_by_needy_state": 1, "is_hoggish": 0,
+//!                              "is_needy": 1, "is_starved": 0,
+//!                              "potential_max_thread_count_milli": 4000}}}],
+//!  "harmonizers": [{"iterations": 12, "total_cores": 2.0, "budget": 0.4,
+//!    "budget_last_second": 0.3, "lost_cpu": 0.0, "shared_free_cpu": 0.0,
+//!    "pools": [{"name": "workers", "priority": 0, "state": "needy", "threads": 2,
+//!               "full_threads": 2, "min_threads": 1, "default_threads": 2,
+//!               "max_threads": 4, "potential_max_threads": 4.0, "elapsed": 1.6,
+//!               "cpu": 1.5, "last_second_elapsed": 1.7, "last_second_cpu": 1.6,
+//!               "activations": 120, "latency_p50_us": 8, "latency_p99_us": 16,
+//!               "latency_max_us": 16,
+//!               "operations": {"DecreasingThreadsByExchange": 0,
+//!                              "DecreasingThreadsByHoggishState": 0,
+//!                              "DecreasingThreadsByStarvedState": 0,
+//!                              "IncreasingThreadsByExchange": 0,
+//!                              "IncreasingThreadsByNeedyState": 1}}]}],
+//!  "other": []}
 //! ```
 //!
 //! `GET /api/systems` — the attached YDB actor systems (`dead_letter_reasons` and
@@ -139,6 +168,7 @@
 //! }).unwrap();
 //! ```
 
+mod elastic_view;
 mod server;
 mod sink;
 mod view;
@@ -153,6 +183,7 @@ use thiserror::Error;
 
 use crate::actors::{ActorSystem, DeadLetter};
 use crate::environment::Environment;
+use crate::harmonizer::{Harmonizer, HarmonizerObserver};
 use crate::mbox::{SingleSinkBinding, SubscribeError};
 use crate::Sink;
 
@@ -204,6 +235,8 @@ pub(crate) struct Attached {
 pub(crate) struct Shared {
     pub(crate) stop: AtomicBool,
     pub(crate) systems: Mutex<Vec<Attached>>,
+    /// Watched harmonizers (weakly: a dropped one leaves the page).
+    pub(crate) harmonizers: Mutex<Vec<HarmonizerObserver>>,
     #[cfg(feature = "interconnect")]
     pub(crate) nodes: Mutex<Vec<crate::interconnect::Interconnect>>,
 }
@@ -212,6 +245,7 @@ impl Shared {
     /// Lets the attached systems and nodes go (the server has stopped).
     fn release(&self) {
         self.systems.lock().clear();
+        self.harmonizers.lock().clear();
         #[cfg(feature = "interconnect")]
         self.nodes.lock().clear();
     }
@@ -283,6 +317,7 @@ impl MonitorBuilder {
         let shared = Arc::new(Shared {
             stop: AtomicBool::new(false),
             systems: Mutex::new(Vec::new()),
+            harmonizers: Mutex::new(Vec::new()),
             #[cfg(feature = "interconnect")]
             nodes: Mutex::new(Vec::new()),
         });
@@ -343,8 +378,10 @@ impl Monitor {
     }
 
     /// Shows the YDB actor system `system` on the page (`/api/systems`): its pools, local
-    /// services and dead letters (counted from now on). Attaching a system twice shows it
-    /// once. The monitor keeps a handle to the system until it stops.
+    /// services and dead letters (counted from now on), and its harmonizer if it has one
+    /// ([`SystemSetup::harmonize`](crate::actors::SystemSetup::harmonize), under
+    /// `harmonizers` of `/api/dispatchers`). Attaching a system twice shows it once. The
+    /// monitor keeps a handle to the system until it stops.
     ///
     /// # Errors
     ///
@@ -380,7 +417,44 @@ impl Monitor {
             _binding: binding,
         });
         systems.sort_by_key(|a| a.system.node_id());
+        drop(systems);
+        if let Some(h) = system.harmonizer() {
+            self.add_harmonizer(h);
+        }
         Ok(())
+    }
+
+    /// Shows `harmonizer`'s last step on the page (`harmonizers` of `/api/dispatchers`):
+    /// budget, lost CPU, and per pool its state, thread counts, CPU figures, activation
+    /// latencies and operations. The monitor does not keep the harmonizer alive: a dropped
+    /// harmonizer leaves the page. Attaching one twice shows it once.
+    ///
+    /// The pools' own figures (range, per-thread busy/CPU/parked time, latency buckets and
+    /// the harmonizer's counters) are on the page without this, under each elastic
+    /// dispatcher's `elastic`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use agentbox::dispatcher::thread_pool;
+    /// use agentbox::harmonizer::Harmonizer;
+    /// use agentbox::monitor::Monitor;
+    /// use agentbox::Environment;
+    ///
+    /// Environment::launch(|env| {
+    ///     let pool = thread_pool::Builder::new().thread_limits(1, 2, 4).build().unwrap();
+    ///     let harmonizer = Harmonizer::builder().dispatcher(&pool).build().unwrap();
+    ///     let monitor = Monitor::start(env, "127.0.0.1:0").unwrap();
+    ///     monitor.add_harmonizer(&harmonizer);
+    ///     env.stop();
+    /// }).unwrap();
+    /// ```
+    pub fn add_harmonizer(&self, harmonizer: &Harmonizer) {
+        let watch = harmonizer.observer();
+        let mut all = self.shared.harmonizers.lock();
+        if !all.iter().any(|h| h.same_as(&watch)) {
+            all.push(watch);
+        }
     }
 
     /// Shows the interconnect node `node` on the page (`/api/interconnect`): its sessions

@@ -13,6 +13,7 @@ use super::view::{
 };
 use super::Shared;
 use crate::environment::{Environment, WeakEnv};
+use crate::harmonizer::HarmonizerStats;
 
 /// The page, embedded in the binary.
 const PAGE: &str = include_str!("page.html");
@@ -159,7 +160,10 @@ fn answer(request: Request, env: &Environment, shared: &Shared, sampler: &Sample
         }
         "/api/environment" => json(&EnvView::new(&env.introspect())),
         "/api/coops" => json(&CoopsView::new(&env.introspect())),
-        "/api/dispatchers" => json(&DispatchersView::new(&env.0.stats.collect())),
+        "/api/dispatchers" => json(&DispatchersView::new(
+            &env.0.stats.collect(),
+            &harmonizers(shared),
+        )),
         "/api/systems" => json(&systems(shared)),
         "/api/interconnect" => json(&interconnect(shared)),
         "/api/history" => json(&sampler.history()),
@@ -170,7 +174,10 @@ fn answer(request: Request, env: &Environment, shared: &Shared, sampler: &Sample
             all.insert("coops", value(&CoopsView::new(&snap)));
             all.insert(
                 "dispatchers",
-                value(&DispatchersView::new(&snap.quantities)),
+                value(&DispatchersView::new(
+                    &snap.quantities,
+                    &harmonizers(shared),
+                )),
             );
             all.insert("systems", value(&systems(shared)));
             all.insert("interconnect", value(&interconnect(shared)));
@@ -206,6 +213,19 @@ fn systems(shared: &Shared) -> SystemsView {
             .map(|a| SystemView::new(&a.system, &a.log))
             .collect(),
     }
+}
+
+/// The attached harmonizers still alive (the others are let go), in attachment order.
+fn harmonizers(shared: &Shared) -> Vec<HarmonizerStats> {
+    let mut out = Vec::new();
+    shared.harmonizers.lock().retain(|h| match h.stats() {
+        Some(s) => {
+            out.push(s);
+            true
+        }
+        None => false,
+    });
+    out
 }
 
 fn interconnect(shared: &Shared) -> InterconnectView {

@@ -9,7 +9,9 @@ use crate::actors::ActorSystem;
 use crate::environment::{AgentStatus, CoopInfo, CoopStatus, Introspection};
 use crate::stats::Quantity;
 
+use super::elastic_view::{ElasticView, HarmonizerView};
 use super::sink::DeadLetterLog;
+use crate::harmonizer::HarmonizerStats;
 
 /// `GET /api/environment`.
 #[derive(Serialize)]
@@ -146,8 +148,8 @@ impl CoopsView {
 #[derive(Serialize)]
 pub(crate) struct DispatchersView {
     dispatchers: Vec<DispatcherView>,
-    /// Room for the harmonizer's figures and operations (not reported yet: `null`).
-    harmonizer: Option<()>,
+    /// The attached harmonizers' last steps.
+    harmonizers: Vec<HarmonizerView>,
     /// Quantities of other stats sources (neither a dispatcher, a YDB system nor an
     /// interconnect node), as the stats controller names them.
     other: Vec<QuantityView>,
@@ -161,6 +163,8 @@ struct DispatcherView {
     threads: Option<usize>,
     /// Its queues and worker threads, by tag (`wt`, `wt-0`, `ao-7`, `cq-3`, `p2`, …).
     units: Vec<UnitView>,
+    /// An elastic pool's range, latencies and harmonizer counters (`null` otherwise).
+    elastic: Option<ElasticView>,
 }
 
 #[derive(Serialize, Default)]
@@ -174,6 +178,12 @@ struct UnitView {
     /// With activity tracking: times this thread waited for work and the time it waited.
     wait_count: Option<usize>,
     wait_ns: Option<usize>,
+    /// An elastic pool's thread: time not parked, the OS's CPU time, time parked (µs) and
+    /// demands run.
+    busy_us: Option<usize>,
+    cpu_us: Option<usize>,
+    parked_us: Option<usize>,
+    events: Option<usize>,
 }
 
 #[derive(Serialize)]
@@ -184,7 +194,7 @@ struct QuantityView {
 }
 
 impl DispatchersView {
-    pub(crate) fn new(quantities: &[Quantity]) -> Self {
+    pub(crate) fn new(quantities: &[Quantity], harmonizers: &[HarmonizerStats]) -> Self {
         let mut disps: BTreeMap<(String, String), DispatcherView> = BTreeMap::new();
         let mut units: BTreeMap<(String, String), BTreeMap<String, UnitView>> = BTreeMap::new();
         let mut other = Vec::new();
@@ -210,12 +220,15 @@ impl DispatchersView {
                 agents: None,
                 threads: None,
                 units: Vec::new(),
+                elastic: None,
             });
             match parts.next() {
                 None => match q.suffix {
                     "agent.count" => d.agents = Some(q.value),
                     "threads.count" => d.threads = Some(q.value),
-                    _ => {}
+                    s => {
+                        ElasticView::take(&mut d.elastic, s, q.value);
+                    }
                 },
                 Some(tag) => {
                     let u = units
@@ -233,6 +246,10 @@ impl DispatchersView {
                         "work.total_ns" => u.work_ns = v,
                         "wait.count" => u.wait_count = v,
                         "wait.total_ns" => u.wait_ns = v,
+                        "busy_us" => u.busy_us = v,
+                        "cpu_us" => u.cpu_us = v,
+                        "parked_us" => u.parked_us = v,
+                        "events.count" => u.events = v,
                         _ => {}
                     }
                 }
@@ -245,7 +262,7 @@ impl DispatchersView {
         }
         DispatchersView {
             dispatchers: disps.into_values().collect(),
-            harmonizer: None,
+            harmonizers: harmonizers.iter().map(HarmonizerView::new).collect(),
             other,
         }
     }

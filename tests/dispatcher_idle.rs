@@ -1,10 +1,11 @@
-//! Idle serial workers spin, then park: no message is lost or reordered across the
-//! park/wake handshake, whatever the spin threshold, under a storm of senders.
+//! Idle workers spin, then park (serial workers) or block (thread pools' workers): no
+//! message is lost or reordered across the park/wake handshake, whatever the spin
+//! threshold, under a storm of senders.
 
 use std::sync::mpsc;
 use std::time::Duration;
 
-use agentbox::dispatcher::{active_obj, one_thread, Binder};
+use agentbox::dispatcher::{active_obj, adv_thread_pool, one_thread, thread_pool, Binder};
 use agentbox::prelude::*;
 
 const SENDERS: u64 = 8;
@@ -106,6 +107,52 @@ fn one_thread_with_the_default_spin_loses_no_wake_up() {
 fn active_obj_parking_at_once_loses_no_wake_up() {
     let disp = active_obj::Builder::new()
         .spin_threshold(Duration::ZERO)
+        .build()
+        .unwrap();
+    storm(disp.binder());
+}
+
+#[test]
+fn thread_pool_blocking_at_once_loses_no_wake_up() {
+    let disp = thread_pool::Builder::new()
+        .threads(3)
+        .spin_threshold(Duration::ZERO)
+        .build()
+        .unwrap();
+    storm(disp.binder());
+}
+
+#[test]
+fn thread_pool_with_a_long_spin_loses_no_wake_up() {
+    let disp = thread_pool::Builder::new()
+        .threads(3)
+        .spin_threshold(Duration::from_millis(1))
+        .build()
+        .unwrap();
+    storm(disp.binder());
+}
+
+#[test]
+fn adv_thread_pool_with_a_long_spin_loses_no_wake_up() {
+    let disp = adv_thread_pool::Builder::new()
+        .threads(2)
+        .spin_threshold(Duration::from_millis(1))
+        .build()
+        .unwrap();
+    storm(disp.binder());
+}
+
+#[test]
+fn elastic_pools_with_a_long_spin_lose_no_wake_up() {
+    let disp = thread_pool::Builder::new()
+        .thread_limits(1, 2, 3)
+        .spin_threshold(Duration::from_millis(1))
+        .build()
+        .unwrap();
+    storm(disp.binder());
+    let disp = adv_thread_pool::Builder::new()
+        .thread_limits(1, 2, 3)
+        .spin_threshold(Duration::from_millis(1))
         .build()
         .unwrap();
     storm(disp.binder());

@@ -56,7 +56,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use ahash::AHashMap;
 use parking_lot::Mutex;
@@ -64,7 +64,7 @@ use parking_lot::Mutex;
 use super::adv_queue::{AdvQueue, Protocol};
 use super::elastic::{PoolOps, ThreadCtl, ThreadLimits};
 use super::one_thread::quantity;
-use super::pool::{thread_count, ReadyQueue, Workers};
+use super::pool::{pool_spin_threshold_method, pool_threads, thread_count, ReadyQueue, Workers};
 use super::unwind::{self, Gone};
 use super::{
     common_builder_methods, AgentKey, BindError, Binder, BinderImpl, BuildError, CommonParams,
@@ -80,6 +80,7 @@ pub struct Builder {
     common: CommonParams,
     threads: Option<usize>,
     limits: Option<ThreadLimits>,
+    spin: Option<Duration>,
 }
 
 impl Builder {
@@ -89,6 +90,8 @@ impl Builder {
     }
 
     common_builder_methods!();
+
+    pool_spin_threshold_method!();
 
     /// Number of worker threads (default: `std::thread::available_parallelism`); a fixed
     /// count (clears [`thread_limits`](Self::thread_limits)).
@@ -133,11 +136,12 @@ impl Builder {
     /// started are stopped).
     pub fn build(self) -> Result<DispatcherHandle, BuildError> {
         let name = self.common.name("adv_thread_pool");
-        let ctl = match self.limits {
-            Some(l) => ThreadCtl::elastic(&name, l),
-            None => ThreadCtl::fixed(&name, thread_count(self.threads)?),
+        let threads = match self.limits {
+            Some(_) => 0,
+            None => thread_count(self.threads)?,
         };
-        let ready: Arc<ReadyQueue<Arc<Queue>>> = Arc::new(ReadyQueue::new());
+        let (ctl, spin) = pool_threads(&name, self.limits, threads, self.spin);
+        let ready: Arc<ReadyQueue<Arc<Queue>>> = Arc::new(ReadyQueue::new(spin));
         let r = ready.clone();
         let c = ctl.clone();
         let workers = Workers::spawn(&name, ctl.clone(), ready.clone(), move |slot| {
@@ -149,7 +153,8 @@ impl Builder {
                     clock.events += 1;
                 }
             } else {
-                while let Some(q) = r.next() {
+                let mut spin = r.spinner();
+                while let Some(q) = r.next(&mut spin) {
                     q.serve();
                 }
             }

@@ -62,7 +62,10 @@ pub struct ThreadLimits {
     /// Whether one of the pool's threads is a shared thread, lent to other pools when the
     /// pool has no work (see [`ElasticPool::set_lend_targets`]).
     pub has_shared_thread: bool,
-    /// How long an idle thread spins before it parks (YDB's `SpinThreshold`, 100 µs).
+    /// How long an idle thread spins before it parks (YDB's `SpinThreshold`, 100 µs),
+    /// watching the pool's ready queues; with the serial workers' adaptive budget (a
+    /// thread preempted while it spins spins less). Spinning counts as busy time (not
+    /// parked), as in YDB's measurement.
     pub spin_threshold: Duration,
 }
 

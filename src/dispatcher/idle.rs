@@ -298,7 +298,7 @@ impl Spin {
 
     /// Polls `ready` until it holds (true) or the budget is spent (false).
     #[cfg(not(loom))]
-    fn spin_until(&mut self, ready: impl Fn() -> bool) -> bool {
+    pub(crate) fn spin_until(&mut self, ready: impl Fn() -> bool) -> bool {
         self.unpublished = 0;
         if self.budget.is_zero() {
             // Preempted spins may have lowered it to nothing: try it again now and then.
@@ -334,7 +334,7 @@ impl Spin {
 
     /// loom: one poll, then a yield so that the model explores the producer's steps.
     #[cfg(loom)]
-    fn spin_until(&mut self, ready: impl Fn() -> bool) -> bool {
+    pub(crate) fn spin_until(&mut self, ready: impl Fn() -> bool) -> bool {
         if self.limit.is_zero() {
             return ready();
         }

@@ -9,7 +9,8 @@ use std::time::Duration;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 use parking_lot::Mutex;
 
-use super::elastic::ThreadCtl;
+use super::elastic::{ThreadCtl, ThreadLimits};
+use super::idle::{spin_threshold_or_default, Spin};
 use super::BuildError;
 
 /// The number of workers a builder asked for, or the available parallelism.
@@ -23,6 +24,55 @@ pub(crate) fn thread_count(requested: Option<usize>) -> Result<usize, BuildError
     }
     Ok(n)
 }
+
+/// A pool's thread control and its workers' spin threshold: elastic within `limits`
+/// (the builder's spin threshold, if it set one, replaces theirs), or fixed at `threads`
+/// (the builder's spin threshold, or the serial workers' default).
+pub(crate) fn pool_threads(
+    name: &str,
+    limits: Option<ThreadLimits>,
+    threads: usize,
+    spin: Option<Duration>,
+) -> (Arc<ThreadCtl>, Duration) {
+    match limits {
+        Some(mut l) => {
+            if let Some(s) = spin {
+                l.spin_threshold = s;
+            }
+            let s = l.spin_threshold;
+            (ThreadCtl::elastic(name, l), s)
+        }
+        None => (
+            ThreadCtl::fixed(name, threads),
+            spin_threshold_or_default(spin),
+        ),
+    }
+}
+
+/// The `spin_threshold` setter of the thread pools' builders (a `spin: Option<Duration>`
+/// field, read by [`pool_threads`]).
+macro_rules! pool_spin_threshold_method {
+    () => {
+        /// How long an idle worker thread spins, watching the pool's ready queues, before
+        /// it blocks (default: 20 µs for a fixed pool; an elastic pool's
+        /// [`ThreadLimits::spin_threshold`](crate::dispatcher::elastic::ThreadLimits),
+        /// 100 µs by default, which this replaces).
+        ///
+        /// A queue made ready while a worker spins is taken with no wake-up (no unpark
+        /// syscall for the sender, no scheduler latency for the worker). A spinning worker
+        /// is not counted as waiting by the channel the workers block in, so a sender still
+        /// wakes a blocked worker when there is one; whichever worker comes first serves
+        /// the queue, and the other waits again. `Duration::ZERO` blocks at once. A worker
+        /// that finds itself preempted while it spins (more runnable threads than cores)
+        /// spins less until its spins pay off again. Spinning counts as busy time in an
+        /// elastic pool's figures, as in YDB's.
+        pub fn spin_threshold(mut self, spin: std::time::Duration) -> Self {
+            self.spin = Some(spin);
+            self
+        }
+    };
+}
+pub(crate) use pool_spin_threshold_method;
 
 /// The longest a measured worker parks: then it asks for work again (brings its figures
 /// up to date and runs the tick, so that a harmonizer runs even when every thread idles).
@@ -54,16 +104,26 @@ pub(crate) struct ReadyQueue<Q> {
     tx: Sender<Item<Q>>,
     rx: Receiver<Item<Q>>,
     stopping: AtomicBool,
+    /// How long an idle worker of a fixed pool spins before it blocks.
+    spin: Duration,
 }
 
 impl<Q> ReadyQueue<Q> {
-    pub(crate) fn new() -> Self {
+    /// A queue whose idle workers (of a fixed pool: see [`next`](Self::next)) spin up to
+    /// `spin` before they block.
+    pub(crate) fn new(spin: Duration) -> Self {
         let (tx, rx) = crossbeam_channel::unbounded();
         ReadyQueue {
             tx,
             rx,
             stopping: AtomicBool::new(false),
+            spin,
         }
+    }
+
+    /// A worker's spin budget, for [`next`](Self::next).
+    pub(crate) fn spinner(&self) -> Spin {
+        Spin::new(self.spin)
     }
 
     pub(crate) fn push(&self, q: Q) {
@@ -73,11 +133,21 @@ impl<Q> ReadyQueue<Q> {
     /// The next ready queue; `None` once the workers are told to stop. For pools of a
     /// fixed size (they are sent a signal only to stop).
     ///
+    /// With nothing ready, the worker spins with `spin`'s budget (watching the channel's
+    /// length, a load of its two ends) before it blocks in the channel: a queue made ready
+    /// within that time is taken with no wake-up. A spinner is not registered with the
+    /// channel, so a producer still wakes a blocked worker if there is one (the channel's
+    /// protocol, unchanged: no lost wake-up); whichever takes the queue first serves it.
+    ///
     /// Not inlined: so the channel's `recv` is inlined here, as it was before the worker
     /// loops grew the elastic branch (callgrind: ~70 instructions more per call when
     /// `recv` stayed out of line in a bigger caller).
     #[inline(never)]
-    pub(crate) fn next(&self) -> Option<Q> {
+    pub(crate) fn next(&self, spin: &mut Spin) -> Option<Q> {
+        if self.rx.is_empty() {
+            // Whether it found something or not, `recv` takes it or blocks.
+            spin.spin_until(|| !self.rx.is_empty());
+        }
         match self.rx.recv() {
             Ok(Item::Queue(q)) => Some(q),
             Ok(Item::Signal) if !self.is_stopping() => self.next_after_wake(),

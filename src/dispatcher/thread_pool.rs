@@ -63,7 +63,7 @@ use parking_lot::Mutex;
 use super::activity::Activity;
 use super::elastic::{PoolOps, ThreadCtl, ThreadLimits};
 use super::one_thread::quantity;
-use super::pool::{thread_count, ReadyQueue, Workers};
+use super::pool::{pool_spin_threshold_method, pool_threads, thread_count, ReadyQueue, Workers};
 use super::{
     common_builder_methods, AgentKey, AgentTable, BindError, Binder, BinderImpl, BuildError,
     CommonParams, Demand, DispatcherHandle, EventQueue, Fifo, KeyAllocator,
@@ -79,6 +79,7 @@ pub struct Builder {
     limits: Option<ThreadLimits>,
     max_demands_at_once: usize,
     max_time_at_once: Option<Duration>,
+    spin: Option<Duration>,
 }
 
 impl Default for Builder {
@@ -89,6 +90,7 @@ impl Default for Builder {
             limits: None,
             max_demands_at_once: 4,
             max_time_at_once: None,
+            spin: None,
         }
     }
 }
@@ -145,6 +147,8 @@ impl Builder {
         self
     }
 
+    pool_spin_threshold_method!();
+
     /// Time a worker spends on one queue before it lets another waiting queue go first,
     /// checked after each demand (default: none, only `max_demands_at_once` counts; YDB's
     /// `TimePerMailbox`). Setting it costs a clock read per demand.
@@ -170,14 +174,11 @@ impl Builder {
             ));
         }
         let name = self.common.name("thread_pool");
-        let ctl = match self.limits {
-            Some(l) => ThreadCtl::elastic(&name, l),
-            None => ThreadCtl::fixed(&name, threads),
-        };
+        let (ctl, spin) = pool_threads(&name, self.limits, threads, self.spin);
         let shared = Arc::new(Shared {
             ctl: ctl.clone(),
             measured: ctl.is_measured(),
-            ready: Arc::new(ReadyQueue::new()),
+            ready: Arc::new(ReadyQueue::new(spin)),
             max_demands_at_once: self.max_demands_at_once,
             max_time_at_once: self.max_time_at_once,
             activity: if self.common.activity() {
@@ -266,9 +267,10 @@ impl Shared {
         if self.measured {
             return self.work_measured(i, activity);
         }
+        let mut spin = self.ready.spinner();
         loop {
             let waiting = activity.map(|_| Instant::now());
-            let next = self.ready.next();
+            let next = self.ready.next(&mut spin);
             if let (Some(a), Some(t)) = (activity, waiting) {
                 a.waited_since(t);
             }

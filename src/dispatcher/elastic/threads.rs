@@ -15,6 +15,7 @@ use super::{
     ElasticPool, HarmonizerCounters, LatencyHistogram, PoolSample, ThreadLimits, ThreadSample,
     Tick, LATENCY_BUCKETS,
 };
+use crate::dispatcher::idle::Spin;
 use crate::dispatcher::pool::{Ready, ReadyQueue};
 
 /// How long a shared thread serves one foreign pool before it returns to its own (spec
@@ -98,6 +99,8 @@ pub(crate) struct WorkerClock {
     /// Demands run since the last ask.
     pub(crate) events: u64,
     lending: bool,
+    /// The thread's spin budget before it parks.
+    spin: Spin,
 }
 
 impl ThreadCtl {
@@ -242,6 +245,7 @@ impl ThreadCtl {
             cpu_at: now,
             events: 0,
             lending: false,
+            spin: Spin::new(self.limits().spin_threshold),
         }
     }
 
@@ -320,6 +324,11 @@ impl ThreadCtl {
                 }
                 Some(LEND_POLL)
             } else {
+                // Spin before parking (as busy time, as YDB counts it); a queue made ready
+                // meanwhile is taken by the next round of the loop.
+                if !ready.has_waiting() && w.spin.spin_until(|| ready.has_waiting()) {
+                    continue;
+                }
                 None
             };
             // Park.

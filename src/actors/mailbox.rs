@@ -463,15 +463,13 @@ impl<A: Actor> Agent for MailboxAgent<A> {
             .event_mutable(|a: &mut Self, ctx, mut d: Delivery| match d.handle.take() {
                 Some(ev) => {
                     let counted = d.link.counted;
-                    match d.extra.take() {
-                        None => {
-                            drop(d);
-                            a.deliver(ctx, ev, counted);
-                        }
-                        Some(extra) => {
-                            drop(d);
-                            a.deliver_extra(ctx, ev, counted, *extra)
-                        }
+                    let extra = d.extra.take();
+                    // Nothing left to drop (no handle, no extra, a static link): its drop
+                    // glue, out of line, was ~40 instructions per event (callgrind).
+                    std::mem::forget(d);
+                    match extra {
+                        None => a.deliver(ctx, ev, counted),
+                        Some(extra) => a.deliver_extra(ctx, ev, counted, *extra),
                     }
                 }
                 None => ctx.deregister_coop(DeregReason::Shutdown),

@@ -134,22 +134,21 @@ impl SystemInner {
         let Some(pool) = self.pools.get(target.pool_id() as usize) else {
             return self.not_delivered(h, DeadLetterReason::ActorUnknown);
         };
-        let mut h = Some(h);
-        let found = pool.table.with(target.hint(), target.local_id(), |mbox| {
-            if mbox.is_custom() {
-                // A bridge endpoint: it runs user code (filters, sinks), which must not
-                // run under the table's lock (it may register actors).
-                return Some(mbox.clone());
-            }
-            if let Some(h) = h.take() {
+        let found = pool
+            .table
+            .with_value(target.hint(), target.local_id(), h, |mbox, h| {
+                if mbox.is_custom() {
+                    // A bridge endpoint: it runs user code (filters, sinks), which must not
+                    // run under the table's lock (it may register actors).
+                    return Some((mbox.clone(), h));
+                }
                 self.enqueue(pool, mbox, h);
-            }
-            None
-        });
-        match (found, h) {
-            (Some(Some(endpoint)), Some(h)) => self.enqueue(pool, &endpoint, h),
-            (None, Some(h)) => self.not_delivered(h, DeadLetterReason::ActorUnknown),
-            _ => {}
+                None
+            });
+        match found {
+            Ok(None) => {}
+            Ok(Some((endpoint, h))) => self.enqueue(pool, &endpoint, h),
+            Err(h) => self.not_delivered(h, DeadLetterReason::ActorUnknown),
         }
     }
 

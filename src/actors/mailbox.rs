@@ -188,7 +188,7 @@ impl Drop for Rest {
 }
 
 impl Delivery {
-    #[inline]
+    #[inline(always)]
     pub(crate) fn new(
         handle: EventHandle,
         links: &'static [SystemLink; 2],
@@ -303,7 +303,7 @@ impl<A: Actor> MailboxAgent<A> {
     }
 
     /// Steps 2 and 3 of one event.
-    #[inline]
+    #[inline(always)]
     fn deliver(&mut self, ctx: &mut Context<Self>, ev: EventHandle, counted: bool) {
         let pool = self.sys.pool(self.pool);
         if counted {

@@ -218,7 +218,7 @@ impl SystemInner {
     }
 
     /// Queues `h` to `mbox`, a mailbox of `pool`.
-    #[inline]
+    #[inline(always)]
     fn enqueue(&self, pool: &Pool, mbox: &Mbox, h: EventHandle) {
         if pool.activity {
             pool.enqueued.fetch_add(1, Ordering::Relaxed);

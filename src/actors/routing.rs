@@ -437,6 +437,45 @@ mod tests {
         w.stop_then_join().unwrap();
     }
 
+    /// Schedules wake-up 1, waits (blocking its worker) until the timer has fired it into
+    /// the queue, cancels it, then schedules wake-up 2: only 2 is handled.
+    struct Canceller(Sender<u64>);
+    impl Actor for Canceller {
+        fn bootstrap(&mut self, ctx: &mut ActorContext<Self>, _: ActorId) {
+            ctx.become_state(Self::on);
+            let first = ctx.schedule(Duration::from_millis(1), Wakeup { tag: 1 });
+            let deadline = std::time::Instant::now() + Duration::from_secs(30);
+            while first.is_active() && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            first.cancel();
+            ctx.schedule(Duration::from_millis(1), Wakeup { tag: 2 });
+        }
+    }
+    impl Canceller {
+        fn on(&mut self, ctx: &mut ActorContext<Self>, ev: EventHandle) -> Handled {
+            let Some(w) = ev.get::<Wakeup>() else {
+                return ev.unhandled();
+            };
+            let _ = self.0.send(w.tag);
+            let _ = ctx.pass_away();
+            Handled::Yes
+        }
+    }
+
+    #[test]
+    fn a_scheduled_event_cancelled_while_queued_is_not_handled_nor_a_dead_letter() {
+        crate::test_support::within_patience(|| {
+            let w = WrappedEnv::new(|_| {}).unwrap();
+            let sys = ActorSystem::start(w.environment(), SystemSetup::new(1)).unwrap();
+            let (tx, rx) = channel();
+            sys.register(Canceller(tx)).unwrap();
+            assert_eq!(rx.recv_timeout(Duration::from_secs(60)), Ok(2));
+            assert_eq!(sys.stats().dead_letters, 0);
+            w.stop_then_join().unwrap();
+        });
+    }
+
     /// Records probes like a [`Recorder`], and passes away after probe `last`.
     struct Quitter(Sender<Got>, u32);
     impl Actor for Quitter {

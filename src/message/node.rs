@@ -32,7 +32,9 @@ use std::cell::UnsafeCell;
 use std::marker::PhantomData;
 use std::mem::{align_of, size_of, MaybeUninit};
 use std::ptr::NonNull;
-use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::AtomicBool;
+
+use crate::sync::{fence, AtomicUsize, Ordering};
 
 use super::{pool, Envelope, Message, MessageType};
 
@@ -676,5 +678,58 @@ mod tests {
         drop(copies);
         drop(s);
         assert_eq!(t.downcast::<Plain>().map(|p| p.0), Some(9));
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_tests {
+    //! The reference count: the last reference frees the node once, after every other
+    //! reference's last use, whether it decrements (shared) or sees itself alone (the
+    //! load-only path of `Drop`).
+    use loom::cell::UnsafeCell;
+    use loom::sync::atomic::{AtomicUsize, Ordering};
+    use loom::sync::Arc;
+
+    use super::*;
+
+    /// A payload whose value each holder reads and whose drop writes it: loom reports the
+    /// free if it is not ordered after a read.
+    struct Watched(Arc<AtomicUsize>, UnsafeCell<u64>);
+    // SAFETY: the cell is read by holders and written only by the drop, which the count
+    // orders after every read (what the model checks).
+    unsafe impl Sync for Watched {}
+    impl Watched {
+        fn read(&self) -> u64 {
+            self.1.with(|v| unsafe { *v })
+        }
+    }
+    impl Drop for Watched {
+        fn drop(&mut self) {
+            self.1.with_mut(|v| unsafe { *v = 0 });
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    impl Payload for Watched {
+        const MESSAGE_TYPE_ID: TypeId = TypeId::of::<u64>();
+        fn message_type(&self) -> MessageType {
+            MessageType::of::<u64>()
+        }
+    }
+
+    #[test]
+    fn the_last_of_two_references_frees_the_node_once_after_the_other_s_last_use() {
+        loom::model(|| {
+            let drops = Arc::new(AtomicUsize::new(0));
+            let a = NodePtr::new(Watched(drops.clone(), UnsafeCell::new(7)));
+            let b = a.clone();
+            let t = loom::thread::spawn(move || {
+                assert_eq!(b.downcast::<Watched>().map(Watched::read), Some(7));
+                drop(b);
+            });
+            assert_eq!(a.downcast::<Watched>().map(Watched::read), Some(7));
+            drop(a);
+            t.join().unwrap();
+            assert_eq!(drops.load(Ordering::SeqCst), 1);
+        });
     }
 }

@@ -20,9 +20,13 @@
 //! A small payload may leave its node as its bytes ([`InlineBits`], for a queue to keep) and
 //! come back in another node of its type.
 //!
-//! Everything `unsafe` of the message layer is here, behind the safe [`NodePtr`] API and
-//! the one unsafe constructor `InlineBits::from_raw`; the module's tests run under miri
-//! (`.ci/run`).
+//! A mutable message's node is allocated from the thread's cache of freed blocks
+//! ([`pool`](super::pool)) when it is small enough; every other node is a `Box`.
+//!
+//! Everything `unsafe` of the message layer is here and in `pool`, behind the safe
+//! [`NodePtr`] API and the one unsafe constructor `InlineBits::from_raw`; the modules'
+//! tests run under miri (`.ci/run`), and the reference count has a loom model
+//! (`loom_tests`).
 
 #![allow(unsafe_code)]
 

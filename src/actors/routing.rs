@@ -134,22 +134,21 @@ impl SystemInner {
         let Some(pool) = self.pools.get(target.pool_id() as usize) else {
             return self.not_delivered(h, DeadLetterReason::ActorUnknown);
         };
-        let mut h = Some(h);
-        let found = pool.table.with(target.hint(), target.local_id(), |mbox| {
-            if mbox.is_custom() {
-                // A bridge endpoint: it runs user code (filters, sinks), which must not
-                // run under the table's lock (it may register actors).
-                return Some(mbox.clone());
-            }
-            if let Some(h) = h.take() {
+        let found = pool
+            .table
+            .with_value(target.hint(), target.local_id(), h, |mbox, h| {
+                if mbox.is_custom() {
+                    // A bridge endpoint: it runs user code (filters, sinks), which must not
+                    // run under the table's lock (it may register actors).
+                    return Some((mbox.clone(), h));
+                }
                 self.enqueue(pool, mbox, h);
-            }
-            None
-        });
-        match (found, h) {
-            (Some(Some(endpoint)), Some(h)) => self.enqueue(pool, &endpoint, h),
-            (None, Some(h)) => self.not_delivered(h, DeadLetterReason::ActorUnknown),
-            _ => {}
+                None
+            });
+        match found {
+            Ok(None) => {}
+            Ok(Some((endpoint, h))) => self.enqueue(pool, &endpoint, h),
+            Err(h) => self.not_delivered(h, DeadLetterReason::ActorUnknown),
         }
     }
 
@@ -219,7 +218,7 @@ impl SystemInner {
     }
 
     /// Queues `h` to `mbox`, a mailbox of `pool`.
-    #[inline]
+    #[inline(always)]
     fn enqueue(&self, pool: &Pool, mbox: &Mbox, h: EventHandle) {
         if pool.activity {
             pool.enqueued.fetch_add(1, Ordering::Relaxed);
@@ -436,6 +435,45 @@ mod tests {
             (3, 1, 1)
         );
         w.stop_then_join().unwrap();
+    }
+
+    /// Schedules wake-up 1, waits (blocking its worker) until the timer has fired it into
+    /// the queue, cancels it, then schedules wake-up 2: only 2 is handled.
+    struct Canceller(Sender<u64>);
+    impl Actor for Canceller {
+        fn bootstrap(&mut self, ctx: &mut ActorContext<Self>, _: ActorId) {
+            ctx.become_state(Self::on);
+            let first = ctx.schedule(Duration::from_millis(1), Wakeup { tag: 1 });
+            let deadline = std::time::Instant::now() + Duration::from_secs(30);
+            while first.is_active() && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            first.cancel();
+            ctx.schedule(Duration::from_millis(1), Wakeup { tag: 2 });
+        }
+    }
+    impl Canceller {
+        fn on(&mut self, ctx: &mut ActorContext<Self>, ev: EventHandle) -> Handled {
+            let Some(w) = ev.get::<Wakeup>() else {
+                return ev.unhandled();
+            };
+            let _ = self.0.send(w.tag);
+            let _ = ctx.pass_away();
+            Handled::Yes
+        }
+    }
+
+    #[test]
+    fn a_scheduled_event_cancelled_while_queued_is_not_handled_nor_a_dead_letter() {
+        crate::test_support::within_patience(|| {
+            let w = WrappedEnv::new(|_| {}).unwrap();
+            let sys = ActorSystem::start(w.environment(), SystemSetup::new(1)).unwrap();
+            let (tx, rx) = channel();
+            sys.register(Canceller(tx)).unwrap();
+            assert_eq!(rx.recv_timeout(Duration::from_secs(60)), Ok(2));
+            assert_eq!(sys.stats().dead_letters, 0);
+            w.stop_then_join().unwrap();
+        });
     }
 
     /// Records probes like a [`Recorder`], and passes away after probe `last`.

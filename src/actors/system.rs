@@ -134,8 +134,8 @@ pub(crate) struct SystemInner {
     pub(crate) counters: DeliveryCounters,
     stopping: AtomicBool,
     pub(crate) me: Weak<SystemInner>,
-    /// What deliveries carry (see `SystemLink`).
-    pub(crate) link: &'static SystemLink,
+    /// What deliveries carry (see `SystemLink`): uncounted, counted.
+    pub(crate) link: &'static [SystemLink; 2],
     /// Holds the system's stats source (the stats controller holds it weakly).
     stats_reg: SourceReg,
     /// Whether the source is registered with the environment (by the first mailbox).
@@ -228,7 +228,7 @@ impl ActorSystem {
                 counters: DeliveryCounters::default(),
                 stopping: AtomicBool::new(false),
                 me: me.clone(),
-                link: Box::leak(Box::new(SystemLink { sys: me.clone() })),
+                link: SystemLink::pair(me.clone()),
                 stats_reg: SourceReg::new(source),
                 stats_registered: AtomicBool::new(false),
                 remote: OnceLock::new(),

@@ -10,6 +10,7 @@ pub(crate) use node::InlineBits;
 use node::{NodePtr, Payload, TakeOnce};
 
 mod node;
+mod pool;
 
 /// Marker for the *mutable* flavour of message type `T`.
 ///
@@ -254,13 +255,9 @@ struct MutableSlot<T>(TakeOnce<T>);
 
 impl<T: Send + 'static> Payload for MutableSlot<T> {
     const MESSAGE_TYPE_ID: TypeId = TypeId::of::<Mutable<T>>();
-    const REUSABLE_ONCE_TAKEN: bool = mutable_reusable::<T>();
+    const POOLED: bool = true;
     fn message_type(&self) -> MessageType {
         MessageType::of_mutable::<T>()
-    }
-    /// Spent once its receiver took the value: an empty slot holds nothing to drop.
-    fn spent(&mut self) -> bool {
-        self.0.is_taken()
     }
 }
 
@@ -284,7 +281,7 @@ impl Message {
     /// and its type is reusable; otherwise just drops it. The runtime calls this for a
     /// demand it has run.
     #[inline]
-    pub(crate) fn recycle(mut self) {
+    pub(crate) fn recycle(self) {
         if self.node.is_spent() {
             keep_payload(self);
         }
@@ -331,14 +328,12 @@ impl Message {
 
     /// Wraps a mutable message: its type is `Mutable<T>` and one receiver takes the value.
     ///
-    /// A mutable message whose value was taken is spent: its payload may be refilled by
-    /// this thread's next mutable message of the same type, so a conversation by mutable
-    /// messages between agents of one worker allocates nothing per message either.
+    /// A small mutable message's allocation (a value of up to ~230 bytes) comes from the
+    /// thread's cache of freed ones: its receiver frees it where it ran, so a conversation
+    /// by mutable messages between agents of one worker, or a burst from one agent to
+    /// another on its worker, reuses the same few blocks instead of calling the allocator.
     #[inline]
     pub fn new_mutable<T: Send + 'static>(value: T) -> Self {
-        if mutable_reusable::<T>() {
-            return reused_mutable(value);
-        }
         Message::of(MutableSlot(TakeOnce::new(value)))
     }
 
@@ -572,41 +567,6 @@ fn reused_payload<T: Send + Sync + 'static>(value: T) -> Message {
     Message::of(Shared(value))
 }
 
-/// Whether mutable payloads of `T` are reused once taken (see [`reused_mutable`]): an
-/// empty slot holds nothing to drop, so only the size matters (the kept payload stays
-/// small).
-#[inline]
-const fn mutable_reusable<T>() -> bool {
-    std::mem::size_of::<T>() <= MUTABLE_REUSABLE_MAX_SIZE
-}
-
-/// Largest value size of a reusable mutable payload, in bytes: room for the YDB layer's
-/// event delivery (an event handle and its routing, ~112 bytes).
-const MUTABLE_REUSABLE_MAX_SIZE: usize = 256;
-
-/// A mutable message holding `value`: this thread's last spent payload refilled if it is
-/// an empty `Mutable<T>` slot, or a new one.
-///
-/// Found by the profile of the YDB layer's ping-pong: every event is a mutable message
-/// (the handle goes to one mailbox by move), and its payload's allocation and free were
-/// the largest part of a hop after the handler itself.
-#[inline]
-fn reused_mutable<T: Send + 'static>(value: T) -> Message {
-    if let Ok(Some(mut m)) = SPENT.try_with(|s| s.take()) {
-        // Unique: the thread's slot held the only reference; and spent (`recycle` keeps
-        // no other), so the assignment drops nothing.
-        if let Some(slot) = m.node.unique_mut::<MutableSlot<T>>() {
-            match slot.0.refill(value) {
-                Ok(()) => return m,
-                // Never: `recycle` keeps spent slots only. Made anew below.
-                Err(back) => return Message::of(MutableSlot(TakeOnce::new(back))),
-            }
-        }
-        let _ = SPENT.try_with(|s| s.set(Some(m)));
-    }
-    Message::of(MutableSlot(TakeOnce::new(value)))
-}
-
 /// Keeps a spent, unreferenced message for reuse (replacing the one kept before).
 #[inline]
 fn keep_payload(m: Message) {
@@ -727,7 +687,7 @@ mod tests {
     }
 
     #[test]
-    fn a_taken_mutable_payload_is_refilled_and_an_untaken_one_is_dropped_with_its_value() {
+    fn a_mutable_message_reuses_a_freed_block_and_drops_an_untaken_value_with_it() {
         use std::sync::atomic::{AtomicUsize, Ordering};
         struct Counted(Arc<AtomicUsize>, u32);
         impl Drop for Counted {
@@ -736,24 +696,19 @@ mod tests {
             }
         }
         let drops = Arc::new(AtomicUsize::new(0));
-        // Taken, unreferenced: the next mutable message of its type reuses the payload.
+        // Taken, then freed: the next mutable message of its size takes the block.
         let m = Message::new_mutable(Counted(drops.clone(), 1));
         let first = payload_address(&m);
         assert_eq!(m.take_mutable::<Counted>().map(|c| c.1), Some(1));
         assert_eq!(drops.load(Ordering::SeqCst), 1);
         m.recycle();
+        assert_eq!(drops.load(Ordering::SeqCst), 1, "nothing left to drop");
         let n = Message::new_mutable(Counted(drops.clone(), 2));
-        assert_eq!(payload_address(&n), first, "reused");
-        assert_eq!(
-            drops.load(Ordering::SeqCst),
-            1,
-            "the refill dropped nothing"
-        );
-        // Not taken (no handler took it): its value goes with the message, at once, and
-        // the payload is not kept.
+        assert_eq!(payload_address(&n), first, "the freed block");
+        // Not taken (no handler took it): its value goes with the message, at once.
         n.recycle();
         assert_eq!(drops.load(Ordering::SeqCst), 2);
-        // Taken but still referenced elsewhere: never refilled under the other copy.
+        // Taken but still referenced elsewhere: the block stays with the other copy.
         let o = Message::new_mutable(Counted(drops.clone(), 3));
         let copy = o.clone();
         assert_eq!(o.take_mutable::<Counted>().map(|c| c.1), Some(3));
@@ -762,10 +717,27 @@ mod tests {
         assert_ne!(payload_address(&p), payload_address(&copy));
         assert_eq!(copy.take_mutable::<Counted>().map(|c| c.1), None);
         assert_eq!(p.take_mutable::<Counted>().map(|c| c.1), Some(4));
-        // An immutable message of another type is not refilled from a mutable payload.
-        p.recycle();
-        let q = Message::new(5u64);
-        assert_eq!(q.downcast_ref::<u64>(), Some(&5));
-        assert_eq!(drops.load(Ordering::SeqCst), 4);
+        // A burst: a thousand in flight, then all freed, then a thousand again, each value
+        // dropped once.
+        let burst: Vec<_> = (0..1000)
+            .map(|i| Message::new_mutable(Counted(drops.clone(), i)))
+            .collect();
+        let taken: u32 = burst
+            .iter()
+            .step_by(2)
+            .filter_map(|m| m.take_mutable::<Counted>().map(|c| c.1))
+            .count() as u32;
+        assert_eq!(taken, 500);
+        drop(burst);
+        assert_eq!(drops.load(Ordering::SeqCst), 4 + 1000);
+        let again: Vec<_> = (0..1000)
+            .map(|i| Message::new_mutable(Counted(drops.clone(), i)))
+            .collect();
+        assert!(again
+            .iter()
+            .enumerate()
+            .all(|(i, m)| m.take_mutable::<Counted>().map(|c| c.1) == Some(i as u32)));
+        drop((copy, p, again));
+        assert_eq!(drops.load(Ordering::SeqCst), 4 + 2000);
     }
 }

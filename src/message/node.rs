@@ -20,20 +20,27 @@
 //! A small payload may leave its node as its bytes ([`InlineBits`], for a queue to keep) and
 //! come back in another node of its type.
 //!
-//! Everything `unsafe` of the message layer is here, behind the safe [`NodePtr`] API and
-//! the one unsafe constructor `InlineBits::from_raw`; the module's tests run under miri
-//! (`.ci/run`).
+//! A mutable message's node is allocated from the thread's cache of freed blocks
+//! ([`pool`](super::pool)) when it is small enough; every other node is a `Box`.
+//!
+//! Everything `unsafe` of the message layer is here and in `pool`, behind the safe
+//! [`NodePtr`] API and the one unsafe constructor `InlineBits::from_raw`; the modules'
+//! tests run under miri (`.ci/run`), and the reference count has a loom model
+//! (`loom_tests`).
 
 #![allow(unsafe_code)]
 
+use std::alloc::Layout;
 use std::any::TypeId;
 use std::cell::UnsafeCell;
 use std::marker::PhantomData;
 use std::mem::{align_of, size_of, MaybeUninit};
 use std::ptr::NonNull;
-use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::AtomicBool;
 
-use super::{Envelope, Message, MessageType};
+use crate::sync::{fence, AtomicUsize, Ordering};
+
+use super::{pool, Envelope, Message, MessageType};
 
 /// What a payload type gives its node's table.
 pub(super) trait Payload: Send + Sync + Sized + 'static {
@@ -45,10 +52,10 @@ pub(super) trait Payload: Send + Sync + Sized + 'static {
     const REUSABLE: bool = false;
     /// Whether [`envelope`](Self::envelope) may return `Some`.
     const ENVELOPED: bool = false;
-    /// Whether a spent, unshared payload of this type may be refilled once it says it is
-    /// [`spent`](Self::spent) (a mutable message's slot: once its value was taken). Kept
-    /// apart from `REUSABLE`, so that the immutable payloads' check stays as it was.
-    const REUSABLE_ONCE_TAKEN: bool = false;
+    /// Whether the node is allocated from the thread's cache of freed blocks
+    /// ([`pool`](super::pool)) when it is small enough: a mutable message's slot, whose
+    /// node is freed by its one receiver, often on the sender's own thread.
+    const POOLED: bool = false;
     /// Whether the payload's bytes may travel without their node ([`InlineBits`]): at
     /// most 8 bytes, aligned to at most 8, with no `Drop`.
     const INLINE: bool = false;
@@ -57,11 +64,6 @@ pub(super) trait Payload: Send + Sync + Sized + 'static {
     /// The envelope and the message inside it, for an envelope.
     fn envelope(&self) -> Option<(&dyn Envelope, &Message)> {
         None
-    }
-    /// Whether the payload holds nothing left to drop, so that keeping it for reuse is
-    /// unobservable (asked of `REUSABLE_ONCE_TAKEN` payloads only).
-    fn spent(&mut self) -> bool {
-        true
     }
 }
 
@@ -92,7 +94,6 @@ pub(super) struct Table {
     /// See [`Payload::MESSAGE_TYPE_ID`].
     message_type_id: TypeId,
     reusable: bool,
-    reusable_once_taken: bool,
     enveloped: bool,
     inline: bool,
     message_type: for<'a> unsafe fn(&'a NodePtr) -> MessageType,
@@ -104,8 +105,6 @@ pub(super) struct Table {
     /// bytes.
     refill: unsafe fn(&mut NodePtr, &MaybeUninit<u64>),
     envelope: for<'a> unsafe fn(&'a NodePtr) -> Option<(&'a dyn Envelope, &'a Message)>,
-    /// See [`Payload::spent`].
-    spent: unsafe fn(&mut NodePtr) -> bool,
     /// Frees the node; called once, by the last reference.
     drop: unsafe fn(*mut Header),
 }
@@ -118,7 +117,6 @@ impl<P: Payload> TableOf<P> {
         node_type: TypeId::of::<P>(),
         message_type_id: P::MESSAGE_TYPE_ID,
         reusable: P::REUSABLE,
-        reusable_once_taken: P::REUSABLE_ONCE_TAKEN,
         enveloped: P::ENVELOPED,
         inline: P::INLINE,
         message_type: message_type_of::<P>,
@@ -126,8 +124,15 @@ impl<P: Payload> TableOf<P> {
         from_bits: from_bits::<P>,
         refill: refill::<P>,
         envelope: envelope_of::<P>,
-        spent: spent_of::<P>,
         drop: drop_node::<P>,
+    };
+
+    /// The [`pool`](super::pool) class of a `POOLED` payload's node; `None` for the rest
+    /// (and for nodes too large to pool): those are boxed.
+    const CLASS: Option<usize> = if P::POOLED {
+        pool::class_of(Layout::new::<Node<P>>())
+    } else {
+        None
     };
 }
 
@@ -143,13 +148,6 @@ unsafe fn message_type_of<P: Payload>(node: &NodePtr) -> MessageType {
 unsafe fn envelope_of<P: Payload>(node: &NodePtr) -> Option<(&dyn Envelope, &Message)> {
     // SAFETY: the caller's promise.
     unsafe { node.payload_unchecked::<P>() }.envelope()
-}
-
-/// # Safety
-/// `node`'s payload type is `P`, and no other reference reaches the node.
-unsafe fn spent_of<P: Payload>(node: &mut NodePtr) -> bool {
-    // SAFETY: a `Node<P>` (the caller's promise) reached only through `node`.
-    unsafe { &mut (*node.untagged().cast::<Node<P>>()).payload }.spent()
 }
 
 /// # Safety
@@ -191,13 +189,24 @@ unsafe fn refill<P: Payload>(node: &mut NodePtr, bits: &MaybeUninit<u64>) {
 }
 
 /// # Safety
-/// `header` is the header of a `Node<P>` made by `Box` in [`NodePtr::new`], and nothing
-/// refers to it any more.
-unsafe fn drop_node<P>(header: *mut Header) {
-    // SAFETY: the caller's promise: the pointer came from `Box::leak` of this very type
-    // (the cast back is to the allocation's own type, with the provenance of the whole
-    // node), and it is the last reference.
-    drop(unsafe { Box::from_raw(header.cast::<Node<P>>()) });
+/// `header` is the header of a `Node<P>` made by [`NodePtr::new`], and nothing refers to it
+/// any more.
+unsafe fn drop_node<P: Payload>(header: *mut Header) {
+    let node = header.cast::<Node<P>>();
+    match TableOf::<P>::CLASS {
+        // SAFETY: the caller's promise: a `Node<P>` in a block of `class` (`new` put it
+        // there: the class is the type's), the last reference; dropped once, then the
+        // block is given back (the cast is to the allocation's own type, with the
+        // provenance of the whole block).
+        Some(class) => unsafe {
+            std::ptr::drop_in_place(node);
+            pool::free_block(class, NonNull::new_unchecked(node.cast::<u8>()));
+        },
+        // SAFETY: the caller's promise: the pointer came from `Box::leak` of this very
+        // type (the cast back is to the allocation's own type, with the provenance of the
+        // whole node), and it is the last reference.
+        None => drop(unsafe { Box::from_raw(node) }),
+    }
 }
 
 /// A small payload out of its node: its bytes and the (exposed) address of its type's
@@ -276,23 +285,6 @@ impl<T> TakeOnce<T> {
         // that nothing drops (`Drop` sees `taken`).
         Some(unsafe { (*self.value.get()).assume_init_read() })
     }
-
-    /// Whether the value has been taken (so nothing is left to drop).
-    #[inline]
-    pub(crate) fn is_taken(&mut self) -> bool {
-        *self.taken.get_mut()
-    }
-
-    /// Puts `value` back into a slot whose value was taken; gives it back otherwise.
-    #[inline]
-    pub(crate) fn refill(&mut self, value: T) -> Result<(), T> {
-        if !*self.taken.get_mut() {
-            return Err(value);
-        }
-        self.value.get_mut().write(value);
-        *self.taken.get_mut() = false;
-        Ok(())
-    }
 }
 
 impl<T> Drop for TakeOnce<T> {
@@ -320,7 +312,22 @@ impl NodePtr {
     /// A new node holding `payload`, counted once.
     #[inline]
     pub(super) fn new<P: Payload>(payload: P) -> NodePtr {
-        NodePtr(NonNull::from(Box::leak(Self::boxed(payload))).cast())
+        let Some(class) = TableOf::<P>::CLASS else {
+            return NodePtr(NonNull::from(Box::leak(Self::boxed(payload))).cast());
+        };
+        let node = pool::alloc_block(class).cast::<Node<P>>();
+        // SAFETY: a block of `P`'s node class: large and aligned enough for a `Node<P>`
+        // (`class_of`), unused; `drop_node::<P>` gives it back to the same class.
+        unsafe {
+            node.as_ptr().write(Node {
+                header: Header {
+                    count: AtomicUsize::new(1),
+                    table: &TableOf::<P>::TABLE,
+                },
+                payload,
+            })
+        };
+        NodePtr(node.cast())
     }
 
     /// A node holding `payload` for the rest of the process, never counted nor freed (a
@@ -419,25 +426,11 @@ impl NodePtr {
         self.table().reusable
     }
 
-    /// Whether the node may be kept for reuse: this is the only reference to it, and its
-    /// payload type is `REUSABLE`, or `REUSABLE_ONCE_TAKEN` and the payload is spent.
+    /// Whether the node may be kept for reuse: its payload type is `REUSABLE` and this is
+    /// the only reference to it.
     #[inline]
-    pub(super) fn is_spent(&mut self) -> bool {
-        let table = self.table();
-        if table.reusable {
-            return self.is_unique();
-        }
-        self.is_spent_once_taken()
-    }
-
-    /// [`is_spent`](Self::is_spent) for a payload that is not `REUSABLE`: out of line, so
-    /// that the immutable payloads' path is what it was.
-    #[inline(never)]
-    fn is_spent_once_taken(&mut self) -> bool {
-        let table = self.table();
-        // SAFETY: the table is the payload type's own, and no other reference reaches the
-        // node (the count is 1 and `&mut self` is that one).
-        table.reusable_once_taken && self.is_unique() && unsafe { (table.spent)(self) }
+    pub(super) fn is_spent(&self) -> bool {
+        self.table().reusable && self.is_unique()
     }
 
     /// See [`Payload::message_type`].
@@ -534,11 +527,17 @@ impl Drop for NodePtr {
             return;
         }
         let header = self.header();
-        if header.count.fetch_sub(1, Ordering::Release) != 1 {
-            return;
+        // The only reference (the usual case: a message has one receiver) frees the node
+        // without the read-modify-write: no other reference exists to be copied from or
+        // dropped meanwhile, and the acquire load orders every former holder's last use
+        // (their release decrement) before the free.
+        if header.count.load(Ordering::Acquire) != 1 {
+            if header.count.fetch_sub(1, Ordering::Release) != 1 {
+                return;
+            }
+            // Every other reference's last use happened before their release decrement.
+            fence(Ordering::Acquire);
         }
-        // Every other reference's last use happened before their release decrement.
-        fence(Ordering::Acquire);
         let drop = header.table.drop;
         // SAFETY: the count reached zero: this was the last reference to a node made by
         // `new` (static nodes return above), and its table's `drop` is its own type's.
@@ -629,35 +628,26 @@ mod tests {
     }
 
     #[test]
-    fn a_take_once_value_is_taken_once_refilled_only_when_taken_and_dropped_once() {
+    fn a_take_once_value_is_taken_once_and_dropped_once() {
         let drops = Arc::new(AtomicUsize::new(0));
-        let mut slot = TakeOnce::new(Counted(drops.clone(), 1));
-        assert!(!slot.is_taken());
-        assert!(
-            slot.refill(Counted(drops.clone(), 9)).is_err(),
-            "full: not refilled"
-        );
-        assert_eq!(
-            drops.load(Ordering::SeqCst),
-            1,
-            "the refused value was dropped"
-        );
+        let slot = TakeOnce::new(Counted(drops.clone(), 1));
         assert_eq!(slot.take().map(|c| c.1), Some(1));
         assert!(slot.take().is_none());
-        assert_eq!(drops.load(Ordering::SeqCst), 2);
-        assert!(slot.is_taken());
-        assert!(slot.refill(Counted(drops.clone(), 2)).is_ok());
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+        drop(slot);
+        assert_eq!(drops.load(Ordering::SeqCst), 1, "nothing left to drop");
+        let slot = TakeOnce::new(Counted(drops.clone(), 2));
         drop(slot);
         assert_eq!(
             drops.load(Ordering::SeqCst),
-            3,
+            2,
             "an untaken value goes with its slot"
         );
         // Taken, then dropped: nothing dropped twice.
         let slot = TakeOnce::new(Counted(drops.clone(), 3));
         drop(slot.take());
         drop(slot);
-        assert_eq!(drops.load(Ordering::SeqCst), 4);
+        assert_eq!(drops.load(Ordering::SeqCst), 3);
         // Racing takers: one gets it.
         let slot = Arc::new(TakeOnce::new(Counted(drops.clone(), 4)));
         let takers: Vec<_> = (0..4)
@@ -672,7 +662,7 @@ mod tests {
             .collect();
         assert_eq!(got, [4]);
         drop(slot);
-        assert_eq!(drops.load(Ordering::SeqCst), 5);
+        assert_eq!(drops.load(Ordering::SeqCst), 4);
     }
 
     #[test]
@@ -692,5 +682,58 @@ mod tests {
         drop(copies);
         drop(s);
         assert_eq!(t.downcast::<Plain>().map(|p| p.0), Some(9));
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_tests {
+    //! The reference count: the last reference frees the node once, after every other
+    //! reference's last use, whether it decrements (shared) or sees itself alone (the
+    //! load-only path of `Drop`).
+    use loom::cell::UnsafeCell;
+    use loom::sync::atomic::{AtomicUsize, Ordering};
+    use loom::sync::Arc;
+
+    use super::*;
+
+    /// A payload whose value each holder reads and whose drop writes it: loom reports the
+    /// free if it is not ordered after a read.
+    struct Watched(Arc<AtomicUsize>, UnsafeCell<u64>);
+    // SAFETY: the cell is read by holders and written only by the drop, which the count
+    // orders after every read (what the model checks).
+    unsafe impl Sync for Watched {}
+    impl Watched {
+        fn read(&self) -> u64 {
+            self.1.with(|v| unsafe { *v })
+        }
+    }
+    impl Drop for Watched {
+        fn drop(&mut self) {
+            self.1.with_mut(|v| unsafe { *v = 0 });
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    impl Payload for Watched {
+        const MESSAGE_TYPE_ID: TypeId = TypeId::of::<u64>();
+        fn message_type(&self) -> MessageType {
+            MessageType::of::<u64>()
+        }
+    }
+
+    #[test]
+    fn the_last_of_two_references_frees_the_node_once_after_the_other_s_last_use() {
+        loom::model(|| {
+            let drops = Arc::new(AtomicUsize::new(0));
+            let a = NodePtr::new(Watched(drops.clone(), UnsafeCell::new(7)));
+            let b = a.clone();
+            let t = loom::thread::spawn(move || {
+                assert_eq!(b.downcast::<Watched>().map(Watched::read), Some(7));
+                drop(b);
+            });
+            assert_eq!(a.downcast::<Watched>().map(Watched::read), Some(7));
+            drop(a);
+            t.join().unwrap();
+            assert_eq!(drops.load(Ordering::SeqCst), 1);
+        });
     }
 }

@@ -30,7 +30,7 @@ use super::node::NodeShared;
 use super::stats::SessionStats;
 use super::stream::IcStream;
 use super::wire::{Packet, PacketChecksum};
-use crate::actors::{ActorId, DeadLetterReason, EventFlags, EventHandle};
+use crate::actors::{ActorId, Body, DeadLetterReason, EventFlags, EventHandle};
 
 pub(crate) use driver::spawn_driver;
 pub(crate) use input::spawn_reader;
@@ -270,16 +270,16 @@ impl Session {
     /// Queues an event for the peer (the remote router's path). Its body was encoded by
     /// the caller, outside the lock. An event beyond the queue's limits (events or bytes)
     /// is not queued: it follows the non-delivery rules at once, reason `Overloaded`.
-    pub(crate) fn enqueue(self: &Arc<Self>, node: &Arc<NodeShared>, ev: OutEvent) {
-        let subscribe = ev.meta.flags.contains(EventFlags::SUBSCRIBE_ON_SESSION);
-        let (sender, cookie) = (ev.meta.sender, ev.meta.cookie);
+    pub(crate) fn enqueue(self: &Arc<Self>, node: &Arc<NodeShared>, meta: OutMeta, body: &[u8]) {
+        let subscribe = meta.flags.contains(EventFlags::SUBSCRIBE_ON_SESSION);
+        let (sender, cookie) = (meta.sender, meta.cookie);
         let (fallout, direct) = {
             let mut st = self.state.lock();
             let refused = if node.is_stopping() {
                 // The session has ended for good (see `shutdown`): nothing would send it.
                 Some(DeadLetterReason::Disconnected)
             } else if st.out.len() >= node.cfg.max_queued_events
-                || st.out.bytes() + ev.cost() > node.cfg.max_queued_bytes
+                || st.out.bytes() + Outbox::cost(body.len()) > node.cfg.max_queued_bytes
             {
                 st.stats.events_refused += 1;
                 Some(DeadLetterReason::Overloaded)
@@ -288,10 +288,14 @@ impl Session {
             };
             if let Some(reason) = refused {
                 drop(st);
+                let ev = OutEvent {
+                    meta,
+                    body: Body::from_slice(body),
+                };
                 node.system.0.not_delivered(ev.into_handle(), reason);
                 return;
             }
-            st.out.push(ev);
+            st.out.push(meta, body);
             let fallout = if subscribe && !sender.is_empty() {
                 st.subscribe(sender, cookie, false)
             } else {

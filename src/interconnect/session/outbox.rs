@@ -48,20 +48,23 @@ impl OutMeta {
         }
     }
 
-    /// Appends the 80-byte descriptor (`EventDescriptor`'s layout): the flags without
+    /// Appends the descriptor part of channel `ch`: its 4-byte head, then the 80-byte
+    /// descriptor (`EventDescriptor`'s layout): the flags without
     /// `FORWARD_ON_NONDELIVERY` and `SUBSCRIBE_ON_SESSION`, no trace, body checksum 0 (as
     /// YDB's sender).
-    fn write_descriptor(&self, out: &mut Vec<u8>) {
+    fn write_descriptor_part(&self, ch: u16, out: &mut Vec<u8>) {
         let wire = self
             .flags
             .without(EventFlags::FORWARD_ON_NONDELIVERY | EventFlags::SUBSCRIBE_ON_SESSION);
-        // Built on the stack and appended at once (one capacity check, not seven).
-        let mut d = [0u8; EventDescriptor::LEN];
-        d[0..4].copy_from_slice(&self.event_type.to_le_bytes());
-        d[4..8].copy_from_slice(&wire.bits().to_le_bytes());
-        d[8..24].copy_from_slice(&self.recipient.to_le_bytes());
-        d[24..40].copy_from_slice(&self.sender.to_le_bytes());
-        d[40..48].copy_from_slice(&self.cookie.to_le_bytes());
+        // Built on the stack and appended at once (one capacity check, not nine).
+        let mut d = [0u8; 4 + EventDescriptor::LEN];
+        d[0..2].copy_from_slice(&(ch | 0x8000).to_le_bytes());
+        d[2..4].copy_from_slice(&(EventDescriptor::LEN as u16).to_le_bytes());
+        d[4..8].copy_from_slice(&self.event_type.to_le_bytes());
+        d[8..12].copy_from_slice(&wire.bits().to_le_bytes());
+        d[12..28].copy_from_slice(&self.recipient.to_le_bytes());
+        d[28..44].copy_from_slice(&self.sender.to_le_bytes());
+        d[44..52].copy_from_slice(&self.cookie.to_le_bytes());
         // Trace (28 bytes) and body checksum (4) stay 0.
         out.extend_from_slice(&d);
     }
@@ -287,7 +290,31 @@ impl Outbox {
                 };
                 let len = front.len;
                 let room = max.saturating_sub(payload.len());
-                if q.front_sent < len {
+                let whole = 4 + len + 4 + EventDescriptor::LEN;
+                if q.front_sent == 0 && len > 0 && whole <= room {
+                    // A small event whole, in one reservation (profile: the part-by-part
+                    // path's capacity checks and second turn of the loop were ~50 of this
+                    // function's ~220 instructions per 64-byte event).
+                    payload.reserve(whole);
+                    let at = q.head;
+                    payload.extend_from_slice(&[
+                        ch as u8,
+                        (ch >> 8) as u8,
+                        len as u8,
+                        (len >> 8) as u8,
+                    ]);
+                    payload.extend_from_slice(&q.bodies[at..at + len]);
+                    front.meta.write_descriptor_part(ch, payload);
+                    if let Some((mut meta, body)) = q.pop_front() {
+                        if let Some(f) = meta.forward.as_mut() {
+                            f.1 = body.to_vec();
+                        }
+                        self.len -= 1;
+                        self.bytes -= Self::cost(len);
+                        done.push(meta);
+                    }
+                    q.compact();
+                } else if q.front_sent < len {
                     if room <= 4 {
                         break true;
                     }
@@ -305,9 +332,7 @@ impl Outbox {
                     if room < 4 + EventDescriptor::LEN {
                         break true;
                     }
-                    payload.extend_from_slice(&(ch | 0x8000).to_le_bytes());
-                    payload.extend_from_slice(&(EventDescriptor::LEN as u16).to_le_bytes());
-                    front.meta.write_descriptor(payload);
+                    front.meta.write_descriptor_part(ch, payload);
                     if let Some((mut meta, body)) = q.pop_front() {
                         // Keep the body for a forward on non-delivery.
                         if let Some(f) = meta.forward.as_mut() {
@@ -400,7 +425,9 @@ mod tests {
     fn the_descriptor_written_in_place_is_the_wire_codec_s() {
         let (meta, _) = ev(5, 9, 0);
         let mut out = Vec::new();
-        meta.write_descriptor(&mut out);
+        meta.write_descriptor_part(5, &mut out);
+        assert_eq!(out[..4], [5, 0x80, 80, 0]);
+        out.drain(..4);
         let want = EventDescriptor {
             event_type: 0x1000_0001,
             flags: EventFlags::empty().with_channel(5).bits(),

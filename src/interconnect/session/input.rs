@@ -110,10 +110,18 @@ fn run(
         };
         let result = {
             let mut input = s.input.lock();
+            // The epoch is read before the generation is checked. `lose` stores the new
+            // generation and then bumps the epoch: read the other way round, a reader of
+            // the ended connection preempted between the two reads passed the generation
+            // check, saw the next session's epoch, reset the input to it and processed its
+            // old session's packets as the new session's, whose writer then confirmed
+            // serials the peer never sent in it (`interconnect_bad_input`'s restarted-peer
+            // test, which failed once under load). Now a new epoch seen here means the new
+            // generation is seen too, and the reader stops.
+            let epoch = s.epoch.load(Ordering::Acquire);
             if s.reader_gen.load(Ordering::Acquire) != gen {
                 return;
             }
-            let epoch = s.epoch.load(Ordering::Acquire);
             if input.epoch != epoch {
                 input.epoch = epoch;
                 input.last_processed = 0;

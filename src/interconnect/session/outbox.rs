@@ -129,8 +129,12 @@ struct ChannelQueue {
 /// A channel's body buffer is compacted once this much of it is consumed and that is at
 /// least half of it (an amortized copy of each byte at most once).
 const COMPACT_AT: usize = 1 << 20;
-/// An emptied body buffer keeps at most this capacity.
-const KEEP_CAPACITY: usize = 4 << 20;
+/// An emptied body buffer keeps at most this capacity, and an emptied record queue at most
+/// [`KEEP_EVENTS`] records: a burst does not pin its peak for the session's life, while a
+/// stream that empties its queue now and then does not shrink and regrow it each time.
+const KEEP_CAPACITY: usize = 8 << 20;
+/// See [`KEEP_CAPACITY`].
+const KEEP_EVENTS: usize = 128 << 10;
 
 impl ChannelQueue {
     fn new(channel: u16) -> ChannelQueue {
@@ -160,6 +164,9 @@ impl ChannelQueue {
             self.head = 0;
             if self.bodies.capacity() > KEEP_CAPACITY {
                 self.bodies.shrink_to(KEEP_CAPACITY);
+            }
+            if self.events.capacity() > KEEP_EVENTS {
+                self.events.shrink_to(KEEP_EVENTS);
             }
         } else if self.head >= COMPACT_AT && self.head * 2 >= self.bodies.len() {
             self.bodies.drain(..self.head);

@@ -131,7 +131,7 @@ fn run(
             let r = process(
                 node,
                 &mut input,
-                &buf[start..end],
+                &mut buf[start..end],
                 (check, &mut prev_data),
                 &mut fx,
             );
@@ -219,13 +219,13 @@ fn run(
 fn process(
     node: &NodeShared,
     input: &mut Input,
-    bytes: &[u8],
+    bytes: &mut [u8],
     (check, prev_data): (Option<PacketChecksum>, &mut Option<u64>),
     fx: &mut Effects,
 ) -> Result<usize, (usize, SessionError)> {
     let mut at = 0;
     while bytes.len() - at >= Packet::HEADER_LEN {
-        let b = &bytes[at..];
+        let b = &mut bytes[at..];
         let confirm = u64::from_le_bytes(b[0..8].try_into().unwrap_or_default());
         let serial = u64::from_le_bytes(b[8..16].try_into().unwrap_or_default());
         let checksum = u32::from_le_bytes(b[16..20].try_into().unwrap_or_default());
@@ -234,9 +234,11 @@ fn process(
         if b.len() < total {
             break;
         }
-        let payload = &b[Packet::HEADER_LEN..total];
         if let Some(mode) = check {
-            let actual = mode.compute(confirm, serial, payload);
+            // Summed where it lies, its checksum field zeroed (the packet's bytes are
+            // consumed here): no copy, and no streaming hasher for a large packet.
+            b[16..20].fill(0);
+            let actual = mode.compute_in_place(&b[..total]);
             if actual != checksum {
                 let e = WireError::BadChecksum {
                     expected: checksum,
@@ -245,6 +247,7 @@ fn process(
                 return Err((at, SessionError::Checksum(e)));
             }
         }
+        let payload = &b[Packet::HEADER_LEN..total];
         fx.confirm = fx.confirm.max(confirm);
         let kind = if payload.is_empty() {
             Packet::data(confirm, serial, Vec::new()).kind()

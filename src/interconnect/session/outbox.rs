@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 use ahash::AHashMap;
 
 use crate::actors::{ActorId, Body, DecodeFn, EventFlags, EventHandle, EventType};
-use crate::interconnect::wire::{EventDescriptor, PacketChecksum};
+use crate::interconnect::wire::{EventDescriptor, Packet, PacketChecksum};
 
 /// What is kept of a sent event until its packet is confirmed: enough to say it was not
 /// delivered (and to forward it, for `FORWARD_ON_NONDELIVERY`).
@@ -369,6 +369,10 @@ impl Outbox {
 }
 
 /// Appends a packet (header with the checksum of `mode`, then the payload) to `out`.
+///
+/// The packet is laid out first with a zero checksum and summed where it lies (profile,
+/// `ic_small_events`: a full packet's XXH3 went through the streaming hasher, an
+/// allocation and a free per packet on each side, ~0.04 per event).
 pub(crate) fn write_packet(
     out: &mut Vec<u8>,
     mode: PacketChecksum,
@@ -376,12 +380,15 @@ pub(crate) fn write_packet(
     serial: u64,
     payload: &[u8],
 ) {
-    let checksum = mode.compute(confirm, serial, payload);
+    let start = out.len();
+    out.reserve(Packet::HEADER_LEN + payload.len());
     out.extend_from_slice(&confirm.to_le_bytes());
     out.extend_from_slice(&serial.to_le_bytes());
-    out.extend_from_slice(&checksum.to_le_bytes());
+    out.extend_from_slice(&0u32.to_le_bytes());
     out.extend_from_slice(&(payload.len() as u16).to_le_bytes());
     out.extend_from_slice(payload);
+    let checksum = mode.compute_in_place(&out[start..]);
+    out[start + 16..start + 20].copy_from_slice(&checksum.to_le_bytes());
 }
 
 #[cfg(test)]
@@ -570,5 +577,26 @@ mod tests {
         assert!(all
             .iter()
             .all(|e| e.body.iter().all(|b| *b == e.meta.cookie as u8)));
+    }
+
+    #[test]
+    fn a_packet_summed_in_place_is_the_wire_codec_s_in_both_modes() {
+        for mode in [PacketChecksum::Crc32c, PacketChecksum::Xxh3] {
+            for len in [
+                0usize, 1, 17, 128, 129, 234, 235, 240, 241, 1024, 1025, 4000, 8074,
+            ] {
+                let payload: Vec<u8> = (0..len).map(|i| (i * 31 + 7) as u8).collect();
+                let mut out = vec![0xAA; 3];
+                write_packet(&mut out, mode, 77, 5, &payload);
+                let want = Packet::data(77, 5, payload.clone())
+                    .encode_with(mode)
+                    .unwrap();
+                assert_eq!(&out[3..], &want[..], "{mode:?} {len}");
+                assert_eq!(
+                    u32::from_le_bytes(out[19..23].try_into().unwrap()),
+                    mode.compute(77, 5, &payload)
+                );
+            }
+        }
     }
 }

@@ -149,6 +149,19 @@ impl PacketChecksum {
     }
 }
 
+impl PacketChecksum {
+    /// The checksum of a whole packet laid out in `bytes` (header, then payload) whose
+    /// checksum field holds 0: [`compute`](Self::compute) of its fields, in one go over
+    /// the bytes where they lie (the writer builds packets in its batch this way: no copy,
+    /// and no streaming hasher, which allocates its buffer, for a large packet).
+    pub(crate) fn compute_in_place(self, bytes: &[u8]) -> u32 {
+        match self {
+            PacketChecksum::Crc32c => crc32c_extend(0, bytes),
+            PacketChecksum::Xxh3 => twox_hash::XxHash3_64::oneshot(bytes) as u32,
+        }
+    }
+}
+
 /// The largest payload whose XXH3 checksum is computed in one go from a stack copy.
 const XXH3_ONESHOT_PAYLOAD: usize = 1024;
 /// The largest payload copied into the smaller stack buffer.

@@ -226,6 +226,14 @@ fn interconnect(run: &dyn Fn(&str) -> bool, scale: u64) {
             rtt.as_nanos() as f64 / 1000.0
         );
     }
+    // The floor of the line above on this machine: two threads, one socket pair.
+    if run("raw_tcp_ping_pong_rtt") {
+        let rtt = ic::rtt::raw_tcp_ping_pong_rtt(4_000 * scale);
+        println!(
+            "RESULT name=raw_tcp_ping_pong_rtt value={:.1} unit=us",
+            rtt.as_nanos() as f64 / 1000.0
+        );
+    }
     // The cluster mbox (`bridge::ClusterMbox`) between two nodes over loopback: a stream
     // to one subscriber on the other node; one send to 16 subscribers, 8 per node.
     if run("cluster_mbox_stream") {

@@ -1,8 +1,11 @@
 //! `ic_ping_pong_rtt`: the round trip of a ping-pong between two agents of the core on two
 //! nodes over loopback, each sending through a `RemoteMbox` to the other's endpoint
 //! (`agentbox::bridge`): what an agent pays to talk to an agent on another node.
+//! `raw_tcp_ping_pong_rtt`: the floor, two threads bouncing a packet of the same size over
+//! a loopback socket pair with blocking reads (two hops, no actor system).
 
-use std::net::TcpListener;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -123,5 +126,38 @@ pub fn ping_pong_rtt(rounds: u64) -> Duration {
     })
     .expect("environment");
     let t = elapsed.lock().take().expect("the rounds finished");
+    t / rounds as u32
+}
+
+/// The bytes of one ball's packet on the wire (header, body part, descriptor part).
+const BALL_PACKET: usize = 112;
+
+/// `rounds` round trips of a `BALL_PACKET`-byte message between two threads over a
+/// loopback socket pair (`TCP_NODELAY`, blocking reads); the mean round trip.
+pub fn raw_tcp_ping_pong_rtt(rounds: u64) -> Duration {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let echo = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().expect("accept");
+        let _ = s.set_nodelay(true);
+        let mut b = [0u8; BALL_PACKET];
+        for _ in 0..=rounds {
+            s.read_exact(&mut b).expect("read");
+            s.write_all(&b).expect("write");
+        }
+    });
+    let mut c = TcpStream::connect(addr).expect("connect");
+    let _ = c.set_nodelay(true);
+    let mut b = [7u8; BALL_PACKET];
+    // One round to set the connection up, as the interconnect's first ball.
+    c.write_all(&b).expect("write");
+    c.read_exact(&mut b).expect("read");
+    let started = Instant::now();
+    for _ in 0..rounds {
+        c.write_all(&b).expect("write");
+        c.read_exact(&mut b).expect("read");
+    }
+    let t = started.elapsed();
+    echo.join().expect("the echo thread");
     t / rounds as u32
 }

@@ -18,15 +18,15 @@ use super::error::{HandshakeError, InterconnectError};
 use super::events::{Subscribe, Unsubscribe};
 use super::handshake::{self, cluster_accepts, param, proof, verify_proof, NONCE, PROOF};
 use super::names::NameService;
-use super::session::{outbox_meta, OutEvent, Session};
+use super::session::{outbox_meta, Session};
 use super::setup::{Config, InterconnectSetup};
 use super::stats::{Refusal, SessionStats};
 use super::wire::{
     ClusterUuids, HandshakeRequest, HandshakeSuccess, SuccessRdma, HANDSHAKE_PROTOCOL,
 };
 use crate::actors::{
-    Actor, ActorContext, ActorId, ActorSystem, Body, DeadLetterReason, EventHandle, EventType,
-    Handled, RemoteRouter,
+    Actor, ActorContext, ActorId, ActorSystem, DeadLetterReason, EventHandle, EventType, Handled,
+    RemoteRouter,
 };
 use crate::environment::{StopGuard, WeakEnv};
 use crate::stats::{Quantity, StatsSource};
@@ -408,38 +408,32 @@ impl NodeShared {
         }
         let codec = self.codecs.get(h.event_type());
         let decode = codec.map(|c| c.1).or_else(|| h.decoder());
-        let body = if let Some(bytes) = h.serialized_bytes() {
-            Body::from_slice(bytes)
-        } else {
-            let encoded = h
-                .local_any()
-                .zip(codec)
-                .map(|(e, (encode, _))| encode_body(|out| encode(e, out)));
-            match encoded {
-                Some(Ok(body)) => body,
-                Some(Err(e)) => {
-                    tracing::warn!(event_type = h.event_type(), error = %e, "interconnect: event not encoded");
-                    self.system
-                        .0
-                        .not_delivered(h, DeadLetterReason::NotSerializable);
-                    return Ok(());
-                }
-                None => {
-                    self.system
-                        .0
-                        .not_delivered(h, DeadLetterReason::NotSerializable);
-                    return Ok(());
-                }
+        let meta = outbox_meta(&h, decode);
+        let queue = |body: &[u8]| {
+            if body.len() > self.cfg.max_event_size {
+                Err(DeadLetterReason::NotSerializable)
+            } else {
+                s.enqueue(self, meta, body);
+                Ok(())
             }
         };
-        if body.len() > self.cfg.max_event_size {
-            self.system
-                .0
-                .not_delivered(h, DeadLetterReason::NotSerializable);
-            return Ok(());
+        let queued = if let Some(bytes) = h.serialized_bytes() {
+            queue(bytes)
+        } else {
+            match h.local_any().zip(codec) {
+                Some((e, (encode, _))) => with_scratch(|out| match encode(e, out) {
+                    Ok(()) => queue(out),
+                    Err(e) => {
+                        tracing::warn!(event_type = h.event_type(), error = %e, "interconnect: event not encoded");
+                        Err(DeadLetterReason::NotSerializable)
+                    }
+                }),
+                None => Err(DeadLetterReason::NotSerializable),
+            }
+        };
+        if let Err(reason) = queued {
+            self.system.0.not_delivered(h, reason);
         }
-        let meta = outbox_meta(&h, decode);
-        s.enqueue(self, OutEvent::new(meta, body));
         Ok(())
     }
 }
@@ -449,27 +443,22 @@ thread_local! {
     static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// Runs `encode` into this thread's scratch buffer and returns the bytes as an event body:
-/// a small body (the usual event) is copied into the body itself, which then needs no
-/// allocation of its own (profile: the per-event body `Vec`, allocated by the sender and
-/// freed by the writer's thread, was ~1 of the ~6.7 allocations and frees per event); a
-/// large one takes the buffer over.
-fn encode_body<E>(encode: impl FnOnce(&mut Vec<u8>) -> Result<(), E>) -> Result<Body, E> {
-    SCRATCH.with(|cell| {
-        let Ok(mut scratch) = cell.try_borrow_mut() else {
-            // Reentered (a codec that sends): a buffer of its own.
-            let mut out = Vec::new();
-            encode(&mut out)?;
-            return Ok(Body::from_vec(out));
-        };
-        scratch.clear();
-        let r = encode(&mut scratch);
-        let body = if scratch.len() <= Body::new().inline_size() {
-            Body::from_slice(&scratch)
-        } else {
-            Body::from_vec(std::mem::take(&mut *scratch))
-        };
-        r.map(|()| body)
+/// Runs `f` on this thread's scratch buffer, emptied: an event is encoded into it and
+/// queued from it (its body is copied once, into its channel's buffer in the outbox). A
+/// reentered call (a codec that sends, or a send from the non-delivery path) gets a buffer
+/// of its own.
+fn with_scratch<R>(f: impl FnOnce(&mut Vec<u8>) -> R) -> R {
+    SCRATCH.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut scratch) => {
+            scratch.clear();
+            let r = f(&mut scratch);
+            // A large event's buffer is not kept.
+            if scratch.capacity() > 64 << 10 {
+                *scratch = Vec::new();
+            }
+            r
+        }
+        Err(_) => f(&mut Vec::new()),
     })
 }
 

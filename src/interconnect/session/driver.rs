@@ -242,6 +242,7 @@ fn write_loop(node: &Arc<NodeShared>, s: &Arc<Session>, gen: u64, stream: &IcStr
                     wait = wait.min(cfg.confirm_delay);
                 }
                 wait = wait.clamp(Duration::from_millis(1), MAX_SLEEP);
+                st.trim_spares();
                 st.driver_waiting = true;
                 st.driver_wake_at = Some(now + wait);
                 s.cond.wait_for(&mut st, wait);

@@ -125,15 +125,18 @@ impl PacketChecksum {
         match self {
             PacketChecksum::Crc32c => crc32c_extend(crc32c_extend(0, &header), payload),
             // YDB keeps the 64-bit digest in a u32: its low half.
+            // A small packet hashed in one go from the stack (profile: the streaming hasher
+            // allocates its buffer, ~1,000 instructions for a ping-pong packet against ~200
+            // in one go). Same digest: XXH3 of the same bytes. A ping-pong's packet uses
+            // the small buffer (profile, `ic_ping_pong_rtt`: zeroing the 1 046-byte one
+            // was ~80 instructions per packet, a third of the checksum's cost).
+            PacketChecksum::Xxh3 if payload.len() <= XXH3_SMALL_PAYLOAD => {
+                let mut bytes = [0u8; Packet::HEADER_LEN + XXH3_SMALL_PAYLOAD];
+                oneshot_xxh3(&mut bytes, &header, payload)
+            }
             PacketChecksum::Xxh3 if payload.len() <= XXH3_ONESHOT_PAYLOAD => {
-                // A small packet hashed in one go from the stack (profile: the streaming
-                // hasher allocates its buffer, ~1,000 instructions for a ping-pong packet
-                // against ~200 in one go). Same digest: XXH3 of the same bytes.
                 let mut bytes = [0u8; Packet::HEADER_LEN + XXH3_ONESHOT_PAYLOAD];
-                let n = Packet::HEADER_LEN + payload.len();
-                bytes[..Packet::HEADER_LEN].copy_from_slice(&header);
-                bytes[Packet::HEADER_LEN..n].copy_from_slice(payload);
-                twox_hash::XxHash3_64::oneshot(&bytes[..n]) as u32
+                oneshot_xxh3(&mut bytes, &header, payload)
             }
             PacketChecksum::Xxh3 => {
                 use std::hash::Hasher as _;
@@ -146,8 +149,31 @@ impl PacketChecksum {
     }
 }
 
+impl PacketChecksum {
+    /// The checksum of a whole packet laid out in `bytes` (header, then payload) whose
+    /// checksum field holds 0: [`compute`](Self::compute) of its fields, in one go over
+    /// the bytes where they lie (the writer builds packets in its batch this way: no copy,
+    /// and no streaming hasher, which allocates its buffer, for a large packet).
+    pub(crate) fn compute_in_place(self, bytes: &[u8]) -> u32 {
+        match self {
+            PacketChecksum::Crc32c => crc32c_extend(0, bytes),
+            PacketChecksum::Xxh3 => twox_hash::XxHash3_64::oneshot(bytes) as u32,
+        }
+    }
+}
+
 /// The largest payload whose XXH3 checksum is computed in one go from a stack copy.
 const XXH3_ONESHOT_PAYLOAD: usize = 1024;
+/// The largest payload copied into the smaller stack buffer.
+const XXH3_SMALL_PAYLOAD: usize = 234;
+
+/// XXH3 (its low 32 bits) of `header` then `payload`, copied into `bytes` (long enough).
+fn oneshot_xxh3(bytes: &mut [u8], header: &[u8; Packet::HEADER_LEN], payload: &[u8]) -> u32 {
+    let n = Packet::HEADER_LEN + payload.len();
+    bytes[..Packet::HEADER_LEN].copy_from_slice(header);
+    bytes[Packet::HEADER_LEN..n].copy_from_slice(payload);
+    twox_hash::XxHash3_64::oneshot(&bytes[..n]) as u32
+}
 
 /// What a [`Packet`] is, by its payload length and serial, tested in YDB's order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -5,6 +5,8 @@ use std::fmt;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 
+use super::cell::{ThinArc, ThinWeak};
+
 use parking_lot::{Mutex, RwLock};
 
 use super::fast_types::{self, type_key, FastTypes};
@@ -56,6 +58,8 @@ pub(crate) struct AgentCore {
     pub(crate) trace: Trace,
     pub(crate) id: AgentId,
     status: AtomicU8,
+    /// Where the executor is (see `cell.rs`), in what was padding.
+    exec_state: AtomicU8,
     pub(crate) priority: Priority,
     pub(crate) reaction: ExceptionReaction,
     /// A lock-free copy of the subscribed types of the direct mbox, published under the
@@ -76,16 +80,14 @@ pub(crate) struct AgentCore {
     pub(crate) shown: crate::environment::introspect::Shown,
 }
 
-/// The parts of an agent's core its worker has not taken yet.
+/// The parts of an agent's core its worker has not taken yet. (The executor waits in the
+/// agent's block between binding and its worker's taking it: see `cell.rs`. One never
+/// taken, its `Bind` dropped unrun, is dropped with the coop, see `CoopInner`'s `Drop`, or
+/// with the block.)
 #[derive(Default)]
 struct Unbound {
     /// Demands pushed before the agent was bound; flushed right after its `Start`.
     pending: Vec<DemandKind>,
-    /// The executor between binding and its worker's taking it: the `Bind` demand carries
-    /// the core, so binding allocates nothing. One never taken (its `Bind` dropped unrun,
-    /// the worker gone) is dropped with the coop (see `CoopInner`'s `Drop`), or with the
-    /// core.
-    exec: Option<Box<dyn AgentExec>>,
 }
 
 impl AgentCore {
@@ -104,6 +106,7 @@ impl AgentCore {
             reaction,
             env: env.downgrade(),
             status: AtomicU8::new(DEFINING),
+            exec_state: super::cell::new_exec_state(),
             binding: OnceLock::new(),
             unbound: Mutex::new(Unbound::default()),
             direct: RwLock::new(SmallMap::default()),
@@ -115,18 +118,6 @@ impl AgentCore {
             #[cfg(feature = "monitor")]
             shown: crate::environment::introspect::Shown::new(type_name),
         }
-    }
-
-    /// Leaves the executor for the worker (see [`take_over`](Self::take_over)); `activate`
-    /// does the same under the lock it holds across the binding.
-    #[cfg(test)]
-    pub(crate) fn hand_over(&self, exec: Box<dyn AgentExec>) {
-        self.unbound.lock().exec = Some(exec);
-    }
-
-    /// The executor left by `activate`; `None` once taken.
-    pub(crate) fn take_over(&self) -> Option<Box<dyn AgentExec>> {
-        self.unbound.lock().exec.take()
     }
 
     pub(crate) fn mbox_id(&self) -> MboxId {
@@ -240,6 +231,12 @@ impl AgentCore {
     }
 }
 
+impl super::cell::Header for AgentCore {
+    fn exec_state(&self) -> &AtomicU8 {
+        &self.exec_state
+    }
+}
+
 impl Drop for AgentCore {
     /// Messages that waited for a binding that never came (the registration failed) are
     /// counted as dropped: their receiver is gone without having started.
@@ -254,7 +251,12 @@ impl Drop for AgentCore {
     }
 }
 
-pub(crate) type AgentArc = Arc<AgentCore>;
+/// The agent's block (its core, then its executor: one allocation), by a one-word pointer.
+pub(crate) type AgentArc = ThinArc<AgentCore>;
+/// A weak reference to the agent's block.
+pub(crate) type AgentWeak = ThinWeak<AgentCore>;
+/// The owner of the executor in the agent's block.
+pub(crate) type ExecBox = super::cell::ExecBox<AgentCore>;
 
 /// The executable half of an agent: the user's value, its context and handlers. Owned by
 /// exactly one party at a time — the coop while registering, then the worker that serves
@@ -413,19 +415,14 @@ pub(crate) fn push(core: &AgentArc, kind: DemandKind) {
 ///
 /// Races: holding the `unbound` lock across the pushes means a concurrent sender either got
 /// into `pending` before (and is flushed here, in its order) or sees the binding set after;
-/// a worker on another thread that takes the `Bind` at once waits for the lock to take the
-/// executor left under it.
+/// the executor is handed over (left in the block) before the `Bind` is queued, so a worker
+/// on another thread that takes the `Bind` at once finds it.
 /// Checked by `tests/coop_lifecycle.rs` (a sibling's message sent from `on_start` waits for
 /// the receiver's `on_start`) and `tests/core_stress.rs` (coops coming and going while an
 /// MPMC mbox streams to them).
-pub(crate) fn activate(
-    core: &AgentArc,
-    queue: Arc<dyn EventQueue>,
-    key: AgentKey,
-    exec: Box<dyn AgentExec>,
-) {
+pub(crate) fn activate(core: &AgentArc, queue: Arc<dyn EventQueue>, key: AgentKey, exec: ExecBox) {
     let mut unbound = core.unbound.lock();
-    unbound.exec = Some(exec);
+    exec.hand_over();
     if queue.starts_on_bind() {
         queue.push(Demand::bind(key, core.clone(), true));
     } else {
@@ -497,7 +494,7 @@ fn direct_refused(core: &AgentArc, msg: &Message) {
 
 impl PartialEq for AgentRef {
     fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
+        AgentArc::ptr_eq(&self.0, &other.0)
     }
 }
 impl Eq for AgentRef {}

@@ -547,8 +547,8 @@ mod tests {
             // The agent keeps its own mbox, as one that remembers `ctx.direct_mbox()` does.
             *me.lock() = Some(Mbox(crate::mbox::Repr::Direct(core.clone())));
             drop(me);
-            core.hand_over(exec);
-            let weak_core = Arc::downgrade(&core);
+            exec.hand_over();
+            let weak_core = core.downgrade();
             let coop = CoopInner {
                 id: MboxId::next().0,
                 env: env.downgrade(),

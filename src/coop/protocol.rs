@@ -470,7 +470,8 @@ pub(crate) fn register(mut coop: Coop) -> Result<CoopHandle, RegisterError> {
         for ((a, exec, b), (queue, key)) in agents.into_iter().zip(bound) {
             a.0.set_status(ACTIVE);
             activate(&a.0, queue, key, exec);
-            s.agents.push((a.0, binder(&b).clone(), key));
+            let b = b.unwrap_or_else(|| unreachable!("binders are resolved first"));
+            s.agents.push((a.0, b, key));
         }
         s.status = Status::Registered;
         // With no registration notices to send, step 5 has nothing that deregistration

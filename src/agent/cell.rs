@@ -30,7 +30,7 @@
 
 use std::cell::UnsafeCell;
 use std::fmt;
-use std::mem::ManuallyDrop;
+use std::mem::{ManuallyDrop, MaybeUninit};
 use std::ops::{Deref, DerefMut};
 use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -291,6 +291,72 @@ impl<H: Header> fmt::Debug for ThinArc<H> {
     }
 }
 
+/// A value set at most once and read without a lock: `OnceLock` without its `Once`,
+/// whose slow path, taken by every first set, cost an agent's two cells ~100 instructions
+/// of a spawn and stop (callgrind). A second set, or one racing the first, gets its value
+/// back.
+pub(crate) struct SetOnce<T> {
+    state: AtomicU8,
+    value: UnsafeCell<MaybeUninit<T>>,
+}
+
+/// `SetOnce::state`: nothing yet; being written (by the one setter that won the state);
+/// written.
+const UNSET: u8 = 0;
+const WRITING: u8 = 1;
+const SET: u8 = 2;
+
+// SAFETY: the value is written once, by the one setter that moved the state from `UNSET`,
+// before `SET` is published (`Release`), and only read after `SET` is seen (`Acquire`):
+// shared access is to `&T`, and the value moves in from the setter's thread.
+unsafe impl<T: Send + Sync> Sync for SetOnce<T> {}
+
+impl<T> SetOnce<T> {
+    pub(crate) const fn new() -> Self {
+        SetOnce {
+            state: AtomicU8::new(UNSET),
+            value: UnsafeCell::new(MaybeUninit::uninit()),
+        }
+    }
+
+    /// The value, once set.
+    #[inline]
+    pub(crate) fn get(&self) -> Option<&T> {
+        if self.state.load(Ordering::Acquire) == SET {
+            // SAFETY: `SET` is published after the value was written, and the value is
+            // never written again while `&self` lives.
+            Some(unsafe { (*self.value.get()).assume_init_ref() })
+        } else {
+            None
+        }
+    }
+
+    /// Sets the value, unless it is set (or being set) already: then it comes back.
+    pub(crate) fn set(&self, value: T) -> Result<(), T> {
+        if self
+            .state
+            .compare_exchange(UNSET, WRITING, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            return Err(value);
+        }
+        // SAFETY: this call moved the state from `UNSET`, so it alone writes, and nobody
+        // reads the value before `SET`.
+        unsafe { (*self.value.get()).write(value) };
+        self.state.store(SET, Ordering::Release);
+        Ok(())
+    }
+}
+
+impl<T> Drop for SetOnce<T> {
+    fn drop(&mut self) {
+        if *self.state.get_mut() == SET {
+            // SAFETY: set, so initialized; dropped once, here.
+            unsafe { self.value.get_mut().assume_init_drop() };
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::AtomicUsize;
@@ -432,5 +498,37 @@ mod tests {
         // SAFETY: the executor is an `Exec` (made by `block`), and `exec` is its one owner,
         // borrowed mutably.
         unsafe { &mut *(cell as *mut ManuallyDrop<Exec>) }
+    }
+
+    #[test]
+    fn a_set_once_cell_is_set_once_and_read_anywhere_and_drops_its_value() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let cell = SetOnce::new();
+        assert!(cell.get().is_none());
+        assert!(cell.set(Head(drops.clone(), new_exec_state())).is_ok());
+        let again = cell.set(Head(drops.clone(), new_exec_state()));
+        assert!(again.is_err(), "set once");
+        drop(again);
+        assert_eq!(count(&drops), 1, "the refused value came back");
+        std::thread::scope(|s| {
+            s.spawn(|| assert!(cell.get().is_some()));
+        });
+        drop(cell);
+        assert_eq!(count(&drops), 2);
+        let unset: SetOnce<Head> = SetOnce::new();
+        drop(unset);
+        assert_eq!(count(&drops), 2);
+
+        // Set on one thread while another waits to read it.
+        let cell = Arc::new(SetOnce::new());
+        let c = cell.clone();
+        let reader = std::thread::spawn(move || loop {
+            if let Some(v) = c.get() {
+                return *v;
+            }
+            std::thread::yield_now();
+        });
+        cell.set(7u64).unwrap();
+        assert_eq!(reader.join().unwrap(), 7);
     }
 }

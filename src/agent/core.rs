@@ -5,7 +5,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 
-use super::cell::{ThinArc, ThinWeak};
+use super::cell::{SetOnce, ThinArc, ThinWeak};
 
 use parking_lot::{Mutex, RwLock};
 
@@ -50,7 +50,7 @@ pub(crate) struct DirectEntry {
 #[repr(C)]
 pub(crate) struct AgentCore {
     /// Set once at binding: where this agent's demands go and its key there.
-    binding: OnceLock<(Arc<dyn EventQueue>, AgentKey)>,
+    binding: SetOnce<(Arc<dyn EventQueue>, AgentKey)>,
     /// Message limits, fixed at the agent's first subscription (unset: no limits). Boxed:
     /// most agents have none, and the core is allocated per agent.
     pub(crate) limits: OnceLock<Box<LimitTable>>,
@@ -71,7 +71,8 @@ pub(crate) struct AgentCore {
     /// every agent than two).
     unbound: Mutex<Unbound>,
     direct: RwLock<SmallMap<TypeId, DirectEntry, 1>>,
-    pub(crate) coop: OnceLock<Weak<CoopInner>>,
+    /// Set once, at registration (step 1), by the one coop the agent is in.
+    coop: SetOnce<Weak<CoopInner>>,
     /// The environment's drop counters.
     pub(crate) drops: Arc<DropCounters>,
     /// Its type name and current state, for `Environment::introspect` (feature `monitor`
@@ -107,11 +108,11 @@ impl AgentCore {
             env: env.downgrade(),
             status: AtomicU8::new(DEFINING),
             exec_state: super::cell::new_exec_state(),
-            binding: OnceLock::new(),
+            binding: SetOnce::new(),
             unbound: Mutex::new(Unbound::default()),
             direct: RwLock::new(SmallMap::default()),
             fast_types: FastTypes::new(),
-            coop: OnceLock::new(),
+            coop: SetOnce::new(),
             trace: env.0.trace.clone(),
             drops: env.0.drops.clone(),
             limits: OnceLock::new(),
@@ -148,6 +149,11 @@ impl AgentCore {
 
     pub(crate) fn coop(&self) -> Option<Arc<CoopInner>> {
         self.coop.get().and_then(Weak::upgrade)
+    }
+
+    /// Puts the agent in its coop (registration step 1; the first coop stays).
+    pub(crate) fn join_coop(&self, coop: &Arc<CoopInner>) {
+        let _ = self.coop.set(Arc::downgrade(coop));
     }
 
     pub(crate) fn direct_set_subscribed(&self, ty: TypeId, on: bool) {

@@ -433,7 +433,7 @@ pub(crate) fn register(mut coop: Coop) -> Result<CoopHandle, RegisterError> {
     // Step 1.
     for index in 0..agents.len() {
         let (a, exec, _) = &mut agents[index];
-        let _ = a.0.coop.set(Arc::downgrade(&inner));
+        a.0.join_coop(&inner);
         if let Err(source) = exec.define() {
             discard(agents);
             return Err(RegisterError::Define { index, source });

@@ -165,6 +165,10 @@ impl Coop {
 
 impl Drop for Coop {
     fn drop(&mut self) {
+        // A registered coop's agents were taken: nothing to drain.
+        if self.agents.is_empty() {
+            return;
+        }
         for (_, mut exec, _) in self.agents.drain(..) {
             exec.discard();
         }

@@ -121,6 +121,10 @@ impl Sync {
     fn start_finishing(&mut self) -> SmallVec<[AgentArc; 1]> {
         self.finishing = true;
         self.live = self.agents.len() as u32;
+        if let [(a, _, _)] = &self.agents[..] {
+            // The common one-agent coop, without the iterator's collecting.
+            return smallvec::smallvec![a.clone()];
+        }
         self.agents.iter().map(|(a, _, _)| a.clone()).collect()
     }
 

@@ -421,8 +421,10 @@ pub(crate) fn push(core: &AgentArc, kind: DemandKind) {
 ///
 /// Races: holding the `unbound` lock across the pushes means a concurrent sender either got
 /// into `pending` before (and is flushed here, in its order) or sees the binding set after;
-/// the executor is handed over (left in the block) before the `Bind` is queued, so a worker
-/// on another thread that takes the `Bind` at once finds it.
+/// the executor is handed over (left in the block) before the `Bind` is queued, and a worker
+/// on another thread that takes the `Bind` at once waits for the lock to take it
+/// ([`take_bound_exec`]): so the agent's `Start`, which may run right after, sees its binding
+/// (`request_reply` to itself from `on_start` is refused by it, not left waiting).
 /// Checked by `tests/coop_lifecycle.rs` (a sibling's message sent from `on_start` waits for
 /// the receiver's `on_start`) and `tests/core_stress.rs` (coops coming and going while an
 /// MPMC mbox streams to them).
@@ -439,6 +441,15 @@ pub(crate) fn activate(core: &AgentArc, queue: Arc<dyn EventQueue>, key: AgentKe
         queue.push(Demand::new(key, kind));
     }
     let _ = core.binding.set((queue, key));
+}
+
+/// The executor `activate` left in the block, for the worker that took its `Bind`; `None`
+/// once taken. Taken under the `unbound` lock, which `activate` holds until the binding is
+/// set (a compare-exchange alone let a worker on another thread run `on_start` before it:
+/// `tests/request_reply_same_thread.rs` hung, 1 in several hundred runs under load).
+pub(crate) fn take_bound_exec(core: &AgentArc) -> Option<ExecBox> {
+    let _bound = core.unbound.lock();
+    core.take_over()
 }
 
 /// Queues a message for the agent, within its message limit.

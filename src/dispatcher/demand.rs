@@ -208,7 +208,7 @@ impl Demand {
         // mbox id reaches them (ids count up from 1 and are never made from a number
         // outside the crate: see `MboxId`; `message` also checks it in debug builds).
         let core = AgentArc::clone(unsafe { &self.body.core });
-        let exec = core.take_over()?;
+        let exec = crate::agent::core::take_bound_exec(&core)?;
         Some((core, exec))
     }
 

@@ -294,10 +294,42 @@ impl<H: Header> fmt::Debug for ThinArc<H> {
 /// A value set at most once and read without a lock: `OnceLock` without its `Once`,
 /// whose slow path, taken by every first set, cost an agent's two cells ~100 instructions
 /// of a spawn and stop (callgrind). A second set, or one racing the first, gets its value
-/// back.
+/// back. Its protocol has a loom model (`cell::loom_tests`).
 pub(crate) struct SetOnce<T> {
-    state: AtomicU8,
-    value: UnsafeCell<MaybeUninit<T>>,
+    state: OnceState,
+    value: UnsafeOnceValue<MaybeUninit<T>>,
+}
+
+#[cfg(not(loom))]
+use std::sync::atomic::AtomicU8 as OnceState;
+
+#[cfg(loom)]
+use loom::sync::atomic::AtomicU8 as OnceState;
+
+#[cfg(not(loom))]
+use self::std_cell::UnsafeCell as UnsafeOnceValue;
+
+#[cfg(loom)]
+use loom::cell::UnsafeCell as UnsafeOnceValue;
+
+/// `std`'s `UnsafeCell` with loom's access API, so that one body serves both builds.
+#[cfg(not(loom))]
+mod std_cell {
+    pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
+
+    impl<T> UnsafeCell<T> {
+        pub(crate) fn new(value: T) -> Self {
+            UnsafeCell(std::cell::UnsafeCell::new(value))
+        }
+
+        pub(crate) fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
+            f(self.0.get())
+        }
+
+        pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+            f(self.0.get())
+        }
+    }
 }
 
 /// `SetOnce::state`: nothing yet; being written (by the one setter that won the state);
@@ -312,10 +344,10 @@ const SET: u8 = 2;
 unsafe impl<T: Send + Sync> Sync for SetOnce<T> {}
 
 impl<T> SetOnce<T> {
-    pub(crate) const fn new() -> Self {
+    pub(crate) fn new() -> Self {
         SetOnce {
-            state: AtomicU8::new(UNSET),
-            value: UnsafeCell::new(MaybeUninit::uninit()),
+            state: OnceState::new(UNSET),
+            value: UnsafeOnceValue::new(MaybeUninit::uninit()),
         }
     }
 
@@ -325,7 +357,7 @@ impl<T> SetOnce<T> {
         if self.state.load(Ordering::Acquire) == SET {
             // SAFETY: `SET` is published after the value was written, and the value is
             // never written again while `&self` lives.
-            Some(unsafe { (*self.value.get()).assume_init_ref() })
+            Some(self.value.with(|v| unsafe { (*v).assume_init_ref() }))
         } else {
             None
         }
@@ -342,7 +374,7 @@ impl<T> SetOnce<T> {
         }
         // SAFETY: this call moved the state from `UNSET`, so it alone writes, and nobody
         // reads the value before `SET`.
-        unsafe { (*self.value.get()).write(value) };
+        self.value.with_mut(|v| unsafe { (*v).write(value) });
         self.state.store(SET, Ordering::Release);
         Ok(())
     }
@@ -350,14 +382,15 @@ impl<T> SetOnce<T> {
 
 impl<T> Drop for SetOnce<T> {
     fn drop(&mut self) {
-        if *self.state.get_mut() == SET {
+        // `Relaxed`: `&mut self` is exclusive, ordered after every other access.
+        if self.state.load(Ordering::Relaxed) == SET {
             // SAFETY: set, so initialized; dropped once, here.
-            unsafe { self.value.get_mut().assume_init_drop() };
+            self.value.with_mut(|v| unsafe { (*v).assume_init_drop() });
         }
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use std::sync::atomic::AtomicUsize;
 
@@ -530,5 +563,34 @@ mod tests {
         });
         cell.set(7u64).unwrap();
         assert_eq!(reader.join().unwrap(), 7);
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use loom::sync::Arc;
+
+    use super::SetOnce;
+
+    /// Two setters race: exactly one wins, and a reader sees nothing or the winner's
+    /// whole value (loom's cell flags a read that races the write).
+    #[test]
+    fn one_of_two_racing_sets_wins_and_readers_see_its_value() {
+        loom::model(|| {
+            let cell = Arc::new(SetOnce::new());
+            let setters: Vec<_> = [1u64, 2]
+                .into_iter()
+                .map(|v| {
+                    let cell = cell.clone();
+                    loom::thread::spawn(move || cell.set(v).is_ok())
+                })
+                .collect();
+            let seen = cell.get().copied();
+            let won: Vec<bool> = setters.into_iter().map(|t| t.join().unwrap()).collect();
+            assert_eq!(won.iter().filter(|w| **w).count(), 1, "{won:?}");
+            let value = *cell.get().expect("set");
+            assert_eq!(value, if won[0] { 1 } else { 2 });
+            assert!(seen.is_none() || seen == Some(value), "{seen:?}");
+        });
     }
 }

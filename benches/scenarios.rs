@@ -703,3 +703,123 @@ pub fn queued_bytes_per_msg(n: u64) -> (f64, f64) {
     let peak = peak_rss_bytes().saturating_sub(before.load(Ordering::Relaxed));
     (per_msg, peak as f64 / n as f64)
 }
+
+/// Counts lifecycle hooks; the one that reaches the target tells the driver.
+struct Countdown {
+    target: u64,
+    counted: AtomicU64,
+    driver: Mbox,
+    milestone: Milestone,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Milestone {
+    AllStarted,
+    AllStopped,
+}
+
+impl Countdown {
+    fn count_down(&self) {
+        if self.counted.fetch_add(1, Ordering::AcqRel) + 1 == self.target {
+            send(&self.driver, self.milestone).unwrap();
+        }
+    }
+}
+
+/// One agent in a coop of its own, as in peerbench's spawn workload.
+struct Lifecycle {
+    started: Arc<Countdown>,
+    stopped: Arc<Countdown>,
+}
+
+impl Agent for Lifecycle {
+    fn on_start(&mut self, _: &mut Context<Self>) {
+        self.started.count_down();
+    }
+    fn on_finish(&mut self, _: &mut Context<Self>) {
+        self.stopped.count_down();
+    }
+}
+
+struct SpawnGo;
+
+/// Spawns `actors` one-agent coops from an agent on the default dispatcher, then (once
+/// every `on_start` ran) deregisters them all, as peerbench's `spawn_stop` does.
+struct SpawnDriver {
+    actors: u64,
+    coops: Vec<CoopHandle>,
+    start: Option<Instant>,
+    out: Arc<parking_lot::Mutex<(Duration, Duration)>>,
+}
+
+impl Agent for SpawnDriver {
+    fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+        ctx.subscribe_self()
+            .event(|a: &mut Self, ctx, _: &SpawnGo| {
+                let countdown = |milestone| {
+                    Arc::new(Countdown {
+                        target: a.actors,
+                        counted: AtomicU64::new(0),
+                        driver: ctx.direct_mbox(),
+                        milestone,
+                    })
+                };
+                let (started, stopped) = (
+                    countdown(Milestone::AllStarted),
+                    countdown(Milestone::AllStopped),
+                );
+                a.coops.reserve(a.actors as usize);
+                let env = ctx.environment();
+                let binder = env.default_binder();
+                a.start = Some(Instant::now());
+                for _ in 0..a.actors {
+                    let mut coop = env.make_coop();
+                    coop.set_binder(binder.clone());
+                    coop.add_agent(Lifecycle {
+                        started: started.clone(),
+                        stopped: stopped.clone(),
+                    });
+                    a.coops.push(env.register_coop(coop).unwrap());
+                }
+            })?;
+        ctx.subscribe_self()
+            .event(|a: &mut Self, ctx, &m: &Milestone| match m {
+                Milestone::AllStarted => {
+                    a.out.lock().0 = a.start.unwrap().elapsed();
+                    a.start = Some(Instant::now());
+                    for coop in &a.coops {
+                        coop.deregister(DeregReason::Normal);
+                    }
+                }
+                Milestone::AllStopped => {
+                    a.out.lock().1 = a.start.unwrap().elapsed();
+                    ctx.deregister_coop(DeregReason::Normal);
+                }
+            })?;
+        Ok(())
+    }
+}
+
+/// Peerbench's spawn workload: `actors` agents, each in a coop of its own, spawned until
+/// every `on_start` ran, then stopped until every `on_finish` ran. Returns both times.
+pub fn spawn_stop(actors: u64) -> (Duration, Duration) {
+    let out = Arc::new(parking_lot::Mutex::new((Duration::ZERO, Duration::ZERO)));
+    let o = out.clone();
+    Environment::launch(move |env| {
+        let driver = env
+            .introduce_coop(|coop| {
+                coop.add_agent(SpawnDriver {
+                    actors,
+                    coops: Vec::new(),
+                    start: None,
+                    out: o,
+                })
+            })
+            .unwrap();
+        send(&driver, SpawnGo).unwrap();
+    })
+    .unwrap();
+    let t = *out.lock();
+    assert!(t.1 > Duration::ZERO, "every agent stopped");
+    t
+}

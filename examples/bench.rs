@@ -170,6 +170,21 @@ fn main() {
         let coops = 20_000 * scale;
         rate("coop_reg", coops, scenarios::coop_reg(coops), "coops/s");
     }
+    if run("spawn_stop") {
+        // Peerbench's spawn workload: one-agent coops spawned, then stopped (ns per agent).
+        // `SPAWN_N` overrides the count (callgrind: the difference of two counts).
+        let n = std::env::var("SPAWN_N")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(100_000 * scale);
+        let (spawn, stop) = scenarios::spawn_stop(n);
+        for (name, t) in [("spawn", spawn), ("stop", stop)] {
+            println!(
+                "RESULT name={name} value={:.1} unit=ns",
+                t.as_nanos() as f64 / n as f64
+            );
+        }
+    }
     if run("ydb_ping_pong_one_thread") {
         let rounds = 2_000_000 * scale;
         let t = ydb::ping_pong_one_thread(rounds);

@@ -13,6 +13,7 @@
 //! | the serial worker's channel count (local pushes skipping the channel) | `dispatcher/serial.rs` | `serial::loom_tests` |
 //! | an idle worker's spin-then-park / wake handshake (no lost wake-up) | `dispatcher/idle.rs` | `idle::loom_tests` |
 //! | a message node's reference count (the last reference frees it once, by decrement or by a load) | `message/node.rs` | `node::loom_tests` |
+//! | an agent's set-once cells (its binding, its coop) | `agent/cell.rs` (`SetOnce`, its own loom imports) | `cell::loom_tests` |
 //!
 //! Only those modules use this shim; the rest of the crate keeps `std` and `parking_lot`
 //! (a loom build runs only the loom tests).

@@ -1,10 +1,10 @@
 //! The agent's view of the runtime: its mbox, subscriptions, states and coop.
 
 use std::any::TypeId;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
-use super::core::AgentCore;
+use super::core::AgentWeak;
 use super::subscription::{Handler, Subscriptions};
 use super::{Agent, AgentId, AgentRef, State, StateError, SubscriptionBuilder};
 use crate::coop::{CoopHandle, DeregReason};
@@ -178,7 +178,7 @@ impl States {
 /// (its `on_exit`/`on_enter` hooks need the agent, which the handler is borrowing), before
 /// the agent's next demand.
 pub struct Context<A: Agent> {
-    pub(crate) this: Weak<AgentCore>,
+    pub(crate) this: AgentWeak,
     pub(crate) id: AgentId,
     pub(crate) env: Environment,
     pub(crate) subs: Subscriptions<A>,
@@ -199,7 +199,7 @@ impl<A: Agent> std::fmt::Debug for Context<A> {
 }
 
 impl<A: Agent> Context<A> {
-    pub(crate) fn new(this: Weak<AgentCore>, id: AgentId, env: Environment) -> Self {
+    pub(crate) fn new(this: AgentWeak, id: AgentId, env: Environment) -> Self {
         Context {
             this,
             id,
@@ -768,7 +768,7 @@ impl<A: Agent> Context<A> {
 /// }).unwrap();
 /// ```
 pub struct ThreadSafeContext<'a> {
-    this: &'a Weak<AgentCore>,
+    this: &'a AgentWeak,
     id: AgentId,
     env: &'a Environment,
     state: &'a State,

@@ -5,6 +5,8 @@ use std::fmt;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 
+use super::cell::{SetOnce, ThinArc, ThinWeak};
+
 use parking_lot::{Mutex, RwLock};
 
 use super::fast_types::{self, type_key, FastTypes};
@@ -48,7 +50,7 @@ pub(crate) struct DirectEntry {
 #[repr(C)]
 pub(crate) struct AgentCore {
     /// Set once at binding: where this agent's demands go and its key there.
-    binding: OnceLock<(Arc<dyn EventQueue>, AgentKey)>,
+    binding: SetOnce<(Arc<dyn EventQueue>, AgentKey)>,
     /// Message limits, fixed at the agent's first subscription (unset: no limits). Boxed:
     /// most agents have none, and the core is allocated per agent.
     pub(crate) limits: OnceLock<Box<LimitTable>>,
@@ -56,6 +58,8 @@ pub(crate) struct AgentCore {
     pub(crate) trace: Trace,
     pub(crate) id: AgentId,
     status: AtomicU8,
+    /// Where the executor is (see `cell.rs`), in what was padding.
+    exec_state: AtomicU8,
     pub(crate) priority: Priority,
     pub(crate) reaction: ExceptionReaction,
     /// A lock-free copy of the subscribed types of the direct mbox, published under the
@@ -67,7 +71,8 @@ pub(crate) struct AgentCore {
     /// every agent than two).
     unbound: Mutex<Unbound>,
     direct: RwLock<SmallMap<TypeId, DirectEntry, 1>>,
-    pub(crate) coop: OnceLock<Weak<CoopInner>>,
+    /// Set once, at registration (step 1), by the one coop the agent is in.
+    coop: SetOnce<Weak<CoopInner>>,
     /// The environment's drop counters.
     pub(crate) drops: Arc<DropCounters>,
     /// Its type name and current state, for `Environment::introspect` (feature `monitor`
@@ -76,16 +81,14 @@ pub(crate) struct AgentCore {
     pub(crate) shown: crate::environment::introspect::Shown,
 }
 
-/// The parts of an agent's core its worker has not taken yet.
+/// The parts of an agent's core its worker has not taken yet. (The executor waits in the
+/// agent's block between binding and its worker's taking it: see `cell.rs`. One never
+/// taken, its `Bind` dropped unrun, is dropped with the coop, see `CoopInner`'s `Drop`, or
+/// with the block.)
 #[derive(Default)]
 struct Unbound {
     /// Demands pushed before the agent was bound; flushed right after its `Start`.
     pending: Vec<DemandKind>,
-    /// The executor between binding and its worker's taking it: the `Bind` demand carries
-    /// the core, so binding allocates nothing. One never taken (its `Bind` dropped unrun,
-    /// the worker gone) is dropped with the coop (see `CoopInner`'s `Drop`), or with the
-    /// core.
-    exec: Option<Box<dyn AgentExec>>,
 }
 
 impl AgentCore {
@@ -104,29 +107,18 @@ impl AgentCore {
             reaction,
             env: env.downgrade(),
             status: AtomicU8::new(DEFINING),
-            binding: OnceLock::new(),
+            exec_state: super::cell::new_exec_state(),
+            binding: SetOnce::new(),
             unbound: Mutex::new(Unbound::default()),
             direct: RwLock::new(SmallMap::default()),
             fast_types: FastTypes::new(),
-            coop: OnceLock::new(),
+            coop: SetOnce::new(),
             trace: env.0.trace.clone(),
             drops: env.0.drops.clone(),
             limits: OnceLock::new(),
             #[cfg(feature = "monitor")]
             shown: crate::environment::introspect::Shown::new(type_name),
         }
-    }
-
-    /// Leaves the executor for the worker (see [`take_over`](Self::take_over)); `activate`
-    /// does the same under the lock it holds across the binding.
-    #[cfg(test)]
-    pub(crate) fn hand_over(&self, exec: Box<dyn AgentExec>) {
-        self.unbound.lock().exec = Some(exec);
-    }
-
-    /// The executor left by `activate`; `None` once taken.
-    pub(crate) fn take_over(&self) -> Option<Box<dyn AgentExec>> {
-        self.unbound.lock().exec.take()
     }
 
     pub(crate) fn mbox_id(&self) -> MboxId {
@@ -157,6 +149,11 @@ impl AgentCore {
 
     pub(crate) fn coop(&self) -> Option<Arc<CoopInner>> {
         self.coop.get().and_then(Weak::upgrade)
+    }
+
+    /// Puts the agent in its coop (registration step 1; the first coop stays).
+    pub(crate) fn join_coop(&self, coop: &Arc<CoopInner>) {
+        let _ = self.coop.set(Arc::downgrade(coop));
     }
 
     pub(crate) fn direct_set_subscribed(&self, ty: TypeId, on: bool) {
@@ -240,6 +237,12 @@ impl AgentCore {
     }
 }
 
+impl super::cell::Header for AgentCore {
+    fn exec_state(&self) -> &AtomicU8 {
+        &self.exec_state
+    }
+}
+
 impl Drop for AgentCore {
     /// Messages that waited for a binding that never came (the registration failed) are
     /// counted as dropped: their receiver is gone without having started.
@@ -254,7 +257,12 @@ impl Drop for AgentCore {
     }
 }
 
-pub(crate) type AgentArc = Arc<AgentCore>;
+/// The agent's block (its core, then its executor: one allocation), by a one-word pointer.
+pub(crate) type AgentArc = ThinArc<AgentCore>;
+/// A weak reference to the agent's block.
+pub(crate) type AgentWeak = ThinWeak<AgentCore>;
+/// The owner of the executor in the agent's block.
+pub(crate) type ExecBox = super::cell::ExecBox<AgentCore>;
 
 /// The executable half of an agent: the user's value, its context and handlers. Owned by
 /// exactly one party at a time — the coop while registering, then the worker that serves
@@ -413,19 +421,16 @@ pub(crate) fn push(core: &AgentArc, kind: DemandKind) {
 ///
 /// Races: holding the `unbound` lock across the pushes means a concurrent sender either got
 /// into `pending` before (and is flushed here, in its order) or sees the binding set after;
-/// a worker on another thread that takes the `Bind` at once waits for the lock to take the
-/// executor left under it.
+/// the executor is handed over (left in the block) before the `Bind` is queued, and a worker
+/// on another thread that takes the `Bind` at once waits for the lock to take it
+/// ([`take_bound_exec`]): so the agent's `Start`, which may run right after, sees its binding
+/// (`request_reply` to itself from `on_start` is refused by it, not left waiting).
 /// Checked by `tests/coop_lifecycle.rs` (a sibling's message sent from `on_start` waits for
 /// the receiver's `on_start`) and `tests/core_stress.rs` (coops coming and going while an
 /// MPMC mbox streams to them).
-pub(crate) fn activate(
-    core: &AgentArc,
-    queue: Arc<dyn EventQueue>,
-    key: AgentKey,
-    exec: Box<dyn AgentExec>,
-) {
+pub(crate) fn activate(core: &AgentArc, queue: Arc<dyn EventQueue>, key: AgentKey, exec: ExecBox) {
     let mut unbound = core.unbound.lock();
-    unbound.exec = Some(exec);
+    exec.hand_over();
     if queue.starts_on_bind() {
         queue.push(Demand::bind(key, core.clone(), true));
     } else {
@@ -436,6 +441,15 @@ pub(crate) fn activate(
         queue.push(Demand::new(key, kind));
     }
     let _ = core.binding.set((queue, key));
+}
+
+/// The executor `activate` left in the block, for the worker that took its `Bind`; `None`
+/// once taken. Taken under the `unbound` lock, which `activate` holds until the binding is
+/// set (a compare-exchange alone let a worker on another thread run `on_start` before it:
+/// `tests/request_reply_same_thread.rs` hung, 1 in several hundred runs under load).
+pub(crate) fn take_bound_exec(core: &AgentArc) -> Option<ExecBox> {
+    let _bound = core.unbound.lock();
+    core.take_over()
 }
 
 /// Queues a message for the agent, within its message limit.
@@ -497,7 +511,7 @@ fn direct_refused(core: &AgentArc, msg: &Message) {
 
 impl PartialEq for AgentRef {
     fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
+        AgentArc::ptr_eq(&self.0, &other.0)
     }
 }
 impl Eq for AgentRef {}

@@ -479,7 +479,7 @@ impl<A: Agent> Subscriptions<A> {
 
 /// Whether `mbox` is `me`'s own direct mbox (not a custom mbox that shares its id).
 fn is_own_direct(me: &AgentRef, mbox: &Mbox) -> bool {
-    matches!(&mbox.0, crate::mbox::Repr::Direct(a) if Arc::ptr_eq(a, &me.0))
+    matches!(&mbox.0, crate::mbox::Repr::Direct(a) if crate::agent::AgentArc::ptr_eq(a, &me.0))
 }
 
 /// Rule 5 of [`crate::limits`]: an agent with limits subscribes only to limited types.

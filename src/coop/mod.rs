@@ -35,7 +35,7 @@ use thiserror::Error;
 
 pub(crate) use protocol::{register, CoopInner};
 
-use crate::agent::{self, Agent, AgentExec, AgentRef, DefineError};
+use crate::agent::{self, Agent, AgentRef, DefineError, ExecBox};
 use crate::dispatcher::{BindError, Binder};
 use crate::environment::Environment;
 use crate::exception::ExceptionReaction;
@@ -59,7 +59,7 @@ pub enum DeregReason {
 /// An agent added to a coop, with the binder it was added with (if any).
 /// (An `AgentRef`, not the bare core: the binder takes `&AgentRef`, and wrapping a clone
 /// per call cost two reference-count operations each.)
-pub(crate) type Candidate = (AgentRef, Box<dyn AgentExec>, Option<Binder>);
+pub(crate) type Candidate = (AgentRef, ExecBox, Option<Binder>);
 
 /// A coop being put together: add agents, set options, then register it with
 /// [`Environment::register_coop`] (or build it inside
@@ -165,6 +165,10 @@ impl Coop {
 
 impl Drop for Coop {
     fn drop(&mut self) {
+        // A registered coop's agents were taken: nothing to drain.
+        if self.agents.is_empty() {
+            return;
+        }
         for (_, mut exec, _) in self.agents.drain(..) {
             exec.discard();
         }

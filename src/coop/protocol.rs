@@ -121,6 +121,10 @@ impl Sync {
     fn start_finishing(&mut self) -> SmallVec<[AgentArc; 1]> {
         self.finishing = true;
         self.live = self.agents.len() as u32;
+        if let [(a, _, _)] = &self.agents[..] {
+            // The common one-agent coop, without the iterator's collecting.
+            return smallvec::smallvec![a.clone()];
+        }
         self.agents.iter().map(|(a, _, _)| a.clone()).collect()
     }
 
@@ -433,7 +437,7 @@ pub(crate) fn register(mut coop: Coop) -> Result<CoopHandle, RegisterError> {
     // Step 1.
     for index in 0..agents.len() {
         let (a, exec, _) = &mut agents[index];
-        let _ = a.0.coop.set(Arc::downgrade(&inner));
+        a.0.join_coop(&inner);
         if let Err(source) = exec.define() {
             discard(agents);
             return Err(RegisterError::Define { index, source });
@@ -470,7 +474,8 @@ pub(crate) fn register(mut coop: Coop) -> Result<CoopHandle, RegisterError> {
         for ((a, exec, b), (queue, key)) in agents.into_iter().zip(bound) {
             a.0.set_status(ACTIVE);
             activate(&a.0, queue, key, exec);
-            s.agents.push((a.0, binder(&b).clone(), key));
+            let b = b.unwrap_or_else(|| unreachable!("binders are resolved first"));
+            s.agents.push((a.0, b, key));
         }
         s.status = Status::Registered;
         // With no registration notices to send, step 5 has nothing that deregistration
@@ -547,8 +552,8 @@ mod tests {
             // The agent keeps its own mbox, as one that remembers `ctx.direct_mbox()` does.
             *me.lock() = Some(Mbox(crate::mbox::Repr::Direct(core.clone())));
             drop(me);
-            core.hand_over(exec);
-            let weak_core = Arc::downgrade(&core);
+            exec.hand_over();
+            let weak_core = core.downgrade();
             let coop = CoopInner {
                 id: MboxId::next().0,
                 env: env.downgrade(),

@@ -71,7 +71,7 @@ use super::{
     Demand, DispatcherHandle, EventQueue,
 };
 use crate::agent::exec::SharedExec;
-use crate::agent::{AgentArc, AgentExec, AgentRef};
+use crate::agent::{AgentArc, AgentRef, ExecBox};
 use crate::stats::{Quantity, SourceReg, StatsSource};
 
 /// Builds an `adv_thread_pool` dispatcher.
@@ -272,7 +272,7 @@ struct Exec {
     core: AgentArc,
     /// For exclusive demands; only one runs at a time (the queue's protocol), so the lock
     /// is never contended.
-    exclusive: Mutex<Box<dyn AgentExec>>,
+    exclusive: Mutex<ExecBox>,
     /// For thread-safe demands, if the agent has any.
     shared: Option<Arc<dyn SharedExec>>,
 }

@@ -5,7 +5,7 @@
 use std::mem::ManuallyDrop;
 
 use super::AgentKey;
-use crate::agent::{AgentArc, AgentExec};
+use crate::agent::{AgentArc, ExecBox};
 use crate::mbox::MboxId;
 use crate::message::{InlineBits, Message};
 
@@ -200,7 +200,7 @@ impl Demand {
 
     /// The agent and executor of a `Bind` demand; `None` for any other demand, and once
     /// the executor was taken.
-    pub(crate) fn take_bind(&mut self) -> Option<(AgentArc, Box<dyn AgentExec>)> {
+    pub(crate) fn take_bind(&mut self) -> Option<(AgentArc, ExecBox)> {
         if !self.is_bind() {
             return None;
         }
@@ -208,7 +208,7 @@ impl Demand {
         // mbox id reaches them (ids count up from 1 and are never made from a number
         // outside the crate: see `MboxId`; `message` also checks it in debug builds).
         let core = AgentArc::clone(unsafe { &self.body.core });
-        let exec = core.take_over()?;
+        let exec = crate::agent::core::take_bound_exec(&core)?;
         Some((core, exec))
     }
 
@@ -510,7 +510,7 @@ mod tests {
         crate::Environment::launch(|env| {
             let drops = Arc::new(AtomicUsize::new(0));
             let (core, exec) = crate::agent::create(Counted(drops.clone()), env);
-            core.hand_over(exec);
+            exec.hand_over();
             let mut bind = Demand::bind(AgentKey::single(), core.clone(), false);
             assert!(bind.is_bind() && !bind.starts_after_bind());
             assert!(matches!(bind.run(no_mbox), Run::Bind));
@@ -520,7 +520,7 @@ mod tests {
             assert_eq!(drops.load(Ordering::SeqCst), 1, "dropped with the core");
 
             let (core, exec) = crate::agent::create(Counted(drops.clone()), env);
-            core.hand_over(exec);
+            exec.hand_over();
             let mut bind = Demand::bind(AgentKey::single(), core, false);
             let (core, exec) = bind.take_bind().expect("the executor, once");
             assert!(bind.take_bind().is_none());
@@ -535,7 +535,7 @@ mod tests {
             assert_eq!(drops.load(Ordering::SeqCst), 2);
 
             let (core, exec) = crate::agent::create(Counted(drops.clone()), env);
-            core.hand_over(exec);
+            exec.hand_over();
             let mut bind = Demand::bind(AgentKey::single(), core, true);
             assert!(bind.is_bind() && bind.starts_after_bind());
             assert!(

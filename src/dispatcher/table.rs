@@ -20,7 +20,7 @@ use parking_lot::Mutex;
 
 use super::unwind::{self, Gone};
 use super::{Demand, Run};
-use crate::agent::{AgentArc, AgentExec};
+use crate::agent::{AgentArc, ExecBox};
 
 /// Slot and generation of an agent on its worker.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -99,7 +99,7 @@ enum Slot {
     Live {
         generation: u32,
         core: AgentArc,
-        exec: Box<dyn AgentExec>,
+        exec: ExecBox,
     },
     /// Its last agent finished: what a demand still queued for it needs to be counted
     /// (until the slot's next agent is bound).
@@ -310,7 +310,7 @@ mod tests {
             impl crate::agent::Agent for Quiet {}
             crate::Environment::launch(|env| {
                 let (core, exec) = crate::agent::create(Quiet, env);
-                core.hand_over(exec);
+                exec.hand_over();
                 let key = AgentKey::single();
                 let late = || Demand::message(key, core.mbox_id(), Message::new(5u64));
                 let mut table = AgentTable::default();

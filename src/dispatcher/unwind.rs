@@ -26,7 +26,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 use super::Demand;
-use crate::agent::{AgentArc, AgentExec, AgentId};
+use crate::agent::{AgentArc, AgentId, ExecBox};
 use crate::drops::{DropCounters, DropReason};
 use crate::environment::WeakEnv;
 use crate::exception::{self, Failure};
@@ -95,7 +95,7 @@ pub(crate) fn log(env: Option<&WeakEnv>, msg: &str, during: &str) {
 
 /// Drops an agent's executor (the user's value, its context and handlers) after its
 /// `Finish`; a panic in a `Drop` there goes to the agent's exception reaction.
-pub(crate) fn drop_exec(core: &AgentArc, exec: Box<dyn AgentExec>) {
+pub(crate) fn drop_exec(core: &AgentArc, exec: ExecBox) {
     if let Err(msg) = catching(|| drop(exec)) {
         react(core, msg, "its Drop (after on_finish)");
     }

@@ -2,9 +2,9 @@
 
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::{Arc, OnceLock};
 
-use crate::agent::core::AgentCore;
+use crate::agent::{AgentArc, AgentWeak};
 use crate::exception::{self, Failure};
 use crate::message::{Access, Message};
 
@@ -50,7 +50,7 @@ pub struct DeliveryFilter(Arc<Inner>);
 struct Inner {
     predicate: Box<dyn Fn(&Message) -> bool + Send + Sync>,
     /// The agent whose exception reaction a panic goes to.
-    owner: OnceLock<Weak<AgentCore>>,
+    owner: OnceLock<AgentWeak>,
     /// A serializable form of the predicate, for mboxes that can run it elsewhere (the
     /// cluster mbox's shippable filters, `crate::bridge`).
     shipped: Option<Arc<dyn std::any::Any + Send + Sync>>,
@@ -99,8 +99,8 @@ impl DeliveryFilter {
     }
 
     /// The same filter, owned by `agent`: its panics go to that agent's exception reaction.
-    pub(crate) fn owned_by(self, agent: &Arc<AgentCore>) -> Self {
-        let _ = self.0.owner.set(Arc::downgrade(agent));
+    pub(crate) fn owned_by(self, agent: &AgentArc) -> Self {
+        let _ = self.0.owner.set(agent.downgrade());
         self
     }
 
@@ -125,7 +125,7 @@ impl DeliveryFilter {
     #[inline(never)]
     fn panicked(&self, payload: &Box<dyn std::any::Any + Send>) {
         let failure = Failure::Panic(exception::panic_message(payload));
-        match self.0.owner.get().and_then(Weak::upgrade) {
+        match self.0.owner.get().and_then(AgentWeak::upgrade) {
             Some(owner) => exception::react(&owner, failure, "a delivery filter"),
             None => eprintln!("agentbox: a delivery filter failed: {failure}"),
         }

@@ -1,7 +1,5 @@
 //! The raw subscription operations of an mbox, kept apart from the handle users hold.
 
-use std::sync::Arc;
-
 use super::{DeliveryFilter, Mbox, Repr, Sink, SubscribeError};
 use crate::agent::AgentArc;
 use crate::message::MessageType;
@@ -115,7 +113,8 @@ impl RawMbox<'_> {
 
 /// A direct mbox takes its own agent only (no other agent, no binding).
 fn is_owner(owner: &AgentArc, who: &Sink) -> bool {
-    who.as_agent().is_some_and(|a| Arc::ptr_eq(owner, &a.0))
+    who.as_agent()
+        .is_some_and(|a| AgentArc::ptr_eq(owner, &a.0))
 }
 
 fn check_owner(mbox: &Mbox, owner: &AgentArc, who: &Sink) -> Result<(), SubscribeError> {

@@ -1,0 +1,596 @@
+//! One allocation per agent: its shared core and its executor side by side, behind a thin
+//! reference-counted pointer.
+//!
+//! The spawn-and-stop profile (callgrind, 20 000 one-agent coops) had each agent in three
+//! allocations (core 264 bytes with its counts, executor 256, coop 136) and ~1 170 of its
+//! ~4 750 instructions in `malloc` and `free`; the core and the executor are allocated
+//! together here: a [`Block`] is an `Arc` whose value is the core (the header `H`), then
+//! the executor (`E`, unsized to `dyn AgentExec` once built).
+//!
+//! # The pointers
+//!
+//! - [`ThinArc`] (the crate's `AgentArc`) is one word: a pointer to the block's
+//!   [`Prefix`], which holds the block's own fat pointer (`me`, written once, right after
+//!   allocation). Cloning and dropping one go through that fat pointer to the `Arc`'s
+//!   counts, so `Arc`'s own rules keep the block alive and free it.
+//! - [`ThinWeak`] is a `Weak` of the fat block (two words): it never reads the block
+//!   through a thin pointer, so it needs the block neither alive nor initialized.
+//! - [`ExecBox`] owns the executor as a `Box<dyn AgentExec>` did: exactly one exists while
+//!   the executor is `OWNED` (the registering coop's, then its worker's); dropping it
+//!   drops the executor in place (the memory goes with the block).
+//!
+//! # The executor's state
+//!
+//! `OWNED` (an `ExecBox` has it) → `WAITING` ([`ExecBox::hand_over`]: left in the block for
+//! the worker's `Bind`) → `OWNED` again ([`ThinArc::take_over`], once: a compare-exchange)
+//! → `DROPPED` (its `ExecBox` dropped, or the block dropped while it waited). Only the one
+//! `ExecBox`, or the block's own drop (no other reference left), touches the executor.
+//! Checked under miri by this module's tests.
+#![allow(unsafe_code)]
+
+use std::cell::UnsafeCell;
+use std::fmt;
+use std::mem::{ManuallyDrop, MaybeUninit};
+use std::ops::{Deref, DerefMut};
+use std::ptr::{self, NonNull};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Weak};
+
+use super::core::AgentExec;
+
+/// An `ExecBox` owns the executor.
+const OWNED: u8 = 0;
+/// Handed over: the executor waits in the block for its worker.
+const WAITING: u8 = 1;
+/// Dropped: its agent finished, or it went with its coop or block unbound.
+const DROPPED: u8 = 2;
+
+/// What a thin pointer points to: the first field of every block, the same for every
+/// executor type (`repr(C)`: its fields' offsets do not depend on the executor's).
+#[repr(C)]
+pub(crate) struct Prefix<H: Header> {
+    head: H,
+    /// The block itself, with the executor's vtable: `Arc::into_raw` of the block.
+    me: SelfPtr<H>,
+}
+
+/// A block's header: it keeps the executor's state (a byte of its own padding, where the
+/// prefix would have taken eight).
+pub(crate) trait Header: Send + Sync + 'static {
+    /// The executor's state: `OWNED` when the header is made.
+    fn exec_state(&self) -> &AtomicU8;
+}
+
+/// The state a header starts with.
+pub(crate) fn new_exec_state() -> AtomicU8 {
+    AtomicU8::new(OWNED)
+}
+
+/// The allocation: a prefix, then the executor.
+#[repr(C)]
+pub(crate) struct Block<H: Header, E: ?Sized> {
+    prefix: Prefix<H>,
+    exec: UnsafeCell<ManuallyDrop<E>>,
+}
+
+/// A block, its executor's type erased.
+type Fat<H> = Block<H, dyn AgentExec>;
+
+struct SelfPtr<H: Header>(*const Fat<H>);
+
+// SAFETY: the pointer is the block's own address: sending or sharing it is sending or
+// sharing a reference to the block, which is as `Send`/`Sync` as the block is.
+unsafe impl<H: Header> Send for SelfPtr<H> {}
+// SAFETY: as above.
+unsafe impl<H: Header> Sync for SelfPtr<H> {}
+
+// SAFETY: the executor (the only field not `Sync` by itself) is reached only through its one
+// `ExecBox` (`&mut` access on one thread at a time: `ExecBox` is not `Clone`, and moving it
+// between threads needs `E: Send`), or by the block's drop (exclusive). Shared references
+// to the block reach only the prefix.
+unsafe impl<H: Header, E: ?Sized + Send> Sync for Block<H, E> {}
+
+impl<H: Header, E: ?Sized> Drop for Block<H, E> {
+    fn drop(&mut self) {
+        let state = self.prefix.head.exec_state();
+        // `Relaxed`: the drop of the last strong reference synchronized with every other.
+        let state = state.load(Ordering::Relaxed);
+        // `OWNED` cannot be: an `ExecBox` holds a strong reference.
+        if state == WAITING {
+            self.prefix
+                .head
+                .exec_state()
+                .store(DROPPED, Ordering::Relaxed);
+            // SAFETY: the executor is initialized (never dropped: not `DROPPED`), and no
+            // `ExecBox` exists (it would hold a reference): this is the last access.
+            unsafe { ManuallyDrop::drop(self.exec.get_mut()) };
+        }
+    }
+}
+
+/// A strong reference to an agent's block, one word; derefs to the header.
+pub(crate) struct ThinArc<H: Header>(NonNull<Prefix<H>>);
+
+// SAFETY: a `ThinArc` is an `Arc<Fat<H>>` in another form; `Fat<H>` is `Send + Sync` (see
+// `Block`, with `dyn AgentExec: Send`).
+unsafe impl<H: Header> Send for ThinArc<H> {}
+// SAFETY: as above.
+unsafe impl<H: Header> Sync for ThinArc<H> {}
+
+impl<H: Header> ThinArc<H> {
+    /// Allocates a block: `head`, then the executor `exec` makes from a weak reference to
+    /// the block (the agent's context keeps one). Returns the block and its executor's
+    /// owner.
+    pub(crate) fn new<E: AgentExec>(
+        head: H,
+        exec: impl FnOnce(ThinWeak<H>) -> E,
+    ) -> (ThinArc<H>, ExecBox<H>) {
+        let arc: Arc<Block<H, E>> = Arc::new_cyclic(|weak: &Weak<Block<H, E>>| {
+            let sized: Weak<Block<H, E>> = weak.clone();
+            let weak: Weak<Fat<H>> = sized;
+            Block {
+                prefix: Prefix {
+                    head,
+                    // Written below, once the block has its final address.
+                    me: SelfPtr(ptr::null::<Block<H, E>>() as *const Fat<H>),
+                },
+                exec: UnsafeCell::new(ManuallyDrop::new(exec(ThinWeak(weak)))),
+            }
+        });
+        let arc: Arc<Fat<H>> = arc;
+        let raw = Arc::into_raw(arc).cast_mut();
+        // SAFETY: `raw` is the block, alive (the strong reference taken from `arc`) and not
+        // yet reachable by anyone else (the only weak reference, in the executor, is never
+        // upgraded before this returns): this write races with nothing.
+        unsafe { ptr::addr_of_mut!((*raw).prefix.me).write(SelfPtr(raw)) };
+        // SAFETY: `raw` is not null (it came from an `Arc`); the prefix is the block's
+        // first field (`repr(C)`), at its address.
+        let thin = ThinArc(unsafe { NonNull::new_unchecked(raw) }.cast::<Prefix<H>>());
+        let exec = ExecBox(thin.clone());
+        (thin, exec)
+    }
+
+    fn prefix(&self) -> &Prefix<H> {
+        // SAFETY: this strong reference keeps the block, and so its prefix, alive.
+        unsafe { self.0.as_ref() }
+    }
+
+    /// The block's fat pointer, as `Arc::into_raw` gave it.
+    fn fat(&self) -> *const Fat<H> {
+        self.prefix().me.0
+    }
+
+    /// The strong reference `Arc::into_raw` gave `arc` up as, made thin.
+    fn from_arc(arc: Arc<Fat<H>>) -> Self {
+        let raw = Arc::into_raw(arc).cast_mut();
+        // SAFETY: not null (from an `Arc`); the prefix is the block's first field.
+        ThinArc(unsafe { NonNull::new_unchecked(raw) }.cast::<Prefix<H>>())
+    }
+
+    /// A weak reference to the block.
+    pub(crate) fn downgrade(&self) -> ThinWeak<H> {
+        // SAFETY: `fat` is the block's `Arc::into_raw` pointer, with this strong reference
+        // alive; the `Arc` made from it is never dropped (it is this reference).
+        let arc = ManuallyDrop::new(unsafe { Arc::from_raw(self.fat()) });
+        ThinWeak(Arc::downgrade(&arc))
+    }
+
+    /// Whether both refer to the same block.
+    pub(crate) fn ptr_eq(a: &Self, b: &Self) -> bool {
+        a.0 == b.0
+    }
+
+    /// The executor the block's `Bind` is to take, once: `None` if it was not handed over
+    /// or was taken already.
+    pub(crate) fn take_over(&self) -> Option<ExecBox<H>> {
+        self.exec_state()
+            .compare_exchange(WAITING, OWNED, Ordering::Acquire, Ordering::Relaxed)
+            .ok()
+            .map(|_| ExecBox(self.clone()))
+    }
+}
+
+impl<H: Header> Clone for ThinArc<H> {
+    #[inline]
+    fn clone(&self) -> Self {
+        // SAFETY: `fat` is the block's `Arc::into_raw` pointer, and this strong reference
+        // keeps the count above zero.
+        unsafe { Arc::increment_strong_count(self.fat()) };
+        ThinArc(self.0)
+    }
+}
+
+impl<H: Header> Drop for ThinArc<H> {
+    #[inline]
+    fn drop(&mut self) {
+        // SAFETY: `fat` is the block's `Arc::into_raw` pointer; this gives back the strong
+        // reference this `ThinArc` held (read before it is given back).
+        drop(unsafe { Arc::from_raw(self.fat()) });
+    }
+}
+
+impl<H: Header> Deref for ThinArc<H> {
+    type Target = H;
+
+    #[inline]
+    fn deref(&self) -> &H {
+        &self.prefix().head
+    }
+}
+
+/// A weak reference to an agent's block.
+pub(crate) struct ThinWeak<H: Header>(Weak<Fat<H>>);
+
+impl<H: Header> ThinWeak<H> {
+    /// The block, if a strong reference is still alive.
+    pub(crate) fn upgrade(&self) -> Option<ThinArc<H>> {
+        self.0.upgrade().map(ThinArc::from_arc)
+    }
+}
+
+impl<H: Header> Clone for ThinWeak<H> {
+    fn clone(&self) -> Self {
+        ThinWeak(self.0.clone())
+    }
+}
+
+/// The owner of an agent's executor (as a `Box<dyn AgentExec>` was): the registering
+/// coop's, then its worker's. Dropping it drops the executor; its memory goes with the
+/// block.
+pub(crate) struct ExecBox<H: Header>(ThinArc<H>);
+
+impl<H: Header> ExecBox<H> {
+    /// Leaves the executor in its block for the worker ([`ThinArc::take_over`]).
+    pub(crate) fn hand_over(self) {
+        let this = ManuallyDrop::new(self);
+        this.0.exec_state().store(WAITING, Ordering::Release);
+        // SAFETY: the strong reference is moved out of `this`, which is never used or
+        // dropped again.
+        drop(unsafe { ptr::read(&this.0) });
+    }
+
+    fn cell(&self) -> *mut ManuallyDrop<dyn AgentExec> {
+        // SAFETY: the strong reference keeps the block alive; only the cell's address is
+        // taken here.
+        unsafe { (*self.0.fat()).exec.get() }
+    }
+}
+
+impl<H: Header> Deref for ExecBox<H> {
+    type Target = dyn AgentExec;
+
+    #[inline]
+    fn deref(&self) -> &(dyn AgentExec + 'static) {
+        // SAFETY: this `ExecBox` is the executor's one owner (`OWNED`), so the executor is
+        // initialized and nothing else reaches it while this borrow lasts.
+        unsafe { &**self.cell() }
+    }
+}
+
+impl<H: Header> DerefMut for ExecBox<H> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut (dyn AgentExec + 'static) {
+        // SAFETY: as in `deref`, borrowed mutably through `&mut self`.
+        unsafe { &mut **self.cell() }
+    }
+}
+
+impl<H: Header> Drop for ExecBox<H> {
+    fn drop(&mut self) {
+        // Marked first: a panic in the executor's drop (the user's `Drop`) must not have
+        // the block drop it again.
+        self.0.exec_state().store(DROPPED, Ordering::Release);
+        // SAFETY: the one owner drops the initialized executor, once (`DROPPED` now).
+        unsafe { ManuallyDrop::drop(&mut *self.cell()) };
+    }
+}
+
+impl<H: Header> fmt::Debug for ThinArc<H> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ThinArc({:p})", self.0)
+    }
+}
+
+/// A value set at most once and read without a lock: `OnceLock` without its `Once`,
+/// whose slow path, taken by every first set, cost an agent's two cells ~100 instructions
+/// of a spawn and stop (callgrind). A second set, or one racing the first, gets its value
+/// back. Its protocol has a loom model (`cell::loom_tests`).
+pub(crate) struct SetOnce<T> {
+    state: OnceState,
+    value: UnsafeOnceValue<MaybeUninit<T>>,
+}
+
+#[cfg(not(loom))]
+use std::sync::atomic::AtomicU8 as OnceState;
+
+#[cfg(loom)]
+use loom::sync::atomic::AtomicU8 as OnceState;
+
+#[cfg(not(loom))]
+use self::std_cell::UnsafeCell as UnsafeOnceValue;
+
+#[cfg(loom)]
+use loom::cell::UnsafeCell as UnsafeOnceValue;
+
+/// `std`'s `UnsafeCell` with loom's access API, so that one body serves both builds.
+#[cfg(not(loom))]
+mod std_cell {
+    pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
+
+    impl<T> UnsafeCell<T> {
+        pub(crate) fn new(value: T) -> Self {
+            UnsafeCell(std::cell::UnsafeCell::new(value))
+        }
+
+        pub(crate) fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
+            f(self.0.get())
+        }
+
+        pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+            f(self.0.get())
+        }
+    }
+}
+
+/// `SetOnce::state`: nothing yet; being written (by the one setter that won the state);
+/// written.
+const UNSET: u8 = 0;
+const WRITING: u8 = 1;
+const SET: u8 = 2;
+
+// SAFETY: the value is written once, by the one setter that moved the state from `UNSET`,
+// before `SET` is published (`Release`), and only read after `SET` is seen (`Acquire`):
+// shared access is to `&T`, and the value moves in from the setter's thread.
+unsafe impl<T: Send + Sync> Sync for SetOnce<T> {}
+
+impl<T> SetOnce<T> {
+    pub(crate) fn new() -> Self {
+        SetOnce {
+            state: OnceState::new(UNSET),
+            value: UnsafeOnceValue::new(MaybeUninit::uninit()),
+        }
+    }
+
+    /// The value, once set.
+    #[inline]
+    pub(crate) fn get(&self) -> Option<&T> {
+        if self.state.load(Ordering::Acquire) == SET {
+            // SAFETY: `SET` is published after the value was written, and the value is
+            // never written again while `&self` lives.
+            Some(self.value.with(|v| unsafe { (*v).assume_init_ref() }))
+        } else {
+            None
+        }
+    }
+
+    /// Sets the value, unless it is set (or being set) already: then it comes back.
+    pub(crate) fn set(&self, value: T) -> Result<(), T> {
+        if self
+            .state
+            .compare_exchange(UNSET, WRITING, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            return Err(value);
+        }
+        // SAFETY: this call moved the state from `UNSET`, so it alone writes, and nobody
+        // reads the value before `SET`.
+        self.value.with_mut(|v| unsafe { (*v).write(value) });
+        self.state.store(SET, Ordering::Release);
+        Ok(())
+    }
+}
+
+impl<T> Drop for SetOnce<T> {
+    fn drop(&mut self) {
+        // `Relaxed`: `&mut self` is exclusive, ordered after every other access.
+        if self.state.load(Ordering::Relaxed) == SET {
+            // SAFETY: set, so initialized; dropped once, here.
+            self.value.with_mut(|v| unsafe { (*v).assume_init_drop() });
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+
+    use super::*;
+    use crate::agent::DefineError;
+    use crate::dispatcher::Run;
+
+    /// A header that counts its drops.
+    struct Head(Arc<AtomicUsize>, AtomicU8);
+    impl Header for Head {
+        fn exec_state(&self) -> &AtomicU8 {
+            &self.1
+        }
+    }
+    impl Drop for Head {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// An executor that counts its drops and may hold its own block (as an agent holding
+    /// its own mbox does).
+    struct Exec {
+        drops: Arc<AtomicUsize>,
+        me: ThinWeak<Head>,
+        held: Option<ThinArc<Head>>,
+        runs: u32,
+    }
+    impl Drop for Exec {
+        fn drop(&mut self) {
+            self.drops.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    impl AgentExec for Exec {
+        fn execute(&mut self, _: &crate::agent::AgentArc, _: Run<'_>) -> bool {
+            self.runs += 1;
+            false
+        }
+        fn define(&mut self) -> Result<(), DefineError> {
+            self.runs += 1;
+            Ok(())
+        }
+        fn discard(&mut self) {}
+    }
+
+    fn block() -> (
+        ThinArc<Head>,
+        ExecBox<Head>,
+        Arc<AtomicUsize>,
+        Arc<AtomicUsize>,
+    ) {
+        let (heads, execs) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let e = execs.clone();
+        let (arc, exec) = ThinArc::new(Head(heads.clone(), new_exec_state()), |me| Exec {
+            drops: e,
+            me,
+            held: None,
+            runs: 0,
+        });
+        (arc, exec, heads, execs)
+    }
+
+    fn count(c: &AtomicUsize) -> usize {
+        c.load(Ordering::SeqCst)
+    }
+
+    #[test]
+    fn the_executor_is_dropped_by_its_owner_and_the_block_by_its_last_reference() {
+        let (arc, mut exec, heads, execs) = block();
+        assert_eq!(std::mem::size_of::<ThinArc<Head>>(), 8);
+        exec.define().unwrap();
+        let weak = arc.downgrade();
+        let again = weak.upgrade().expect("alive");
+        assert!(ThinArc::ptr_eq(&arc, &again));
+        drop(again);
+        drop(exec);
+        assert_eq!((count(&execs), count(&heads)), (1, 0), "the executor only");
+        let other = arc.clone();
+        drop(arc);
+        assert_eq!(count(&heads), 0);
+        drop(other);
+        assert_eq!((count(&execs), count(&heads)), (1, 1), "each once");
+        assert!(weak.upgrade().is_none());
+    }
+
+    #[test]
+    fn a_handed_over_executor_is_taken_once_or_dropped_with_the_block() {
+        let (arc, exec, heads, execs) = block();
+        assert!(arc.take_over().is_none(), "not handed over yet");
+        exec.hand_over();
+        let mut taken = arc.take_over().expect("once");
+        assert!(arc.take_over().is_none(), "and only once");
+        let me = std::thread::scope(|s| {
+            s.spawn(move || {
+                taken.define().unwrap();
+                let me = exec_of(&mut taken).me.clone();
+                assert_eq!(exec_of(&mut taken).runs, 1);
+                me
+            })
+            .join()
+            .unwrap()
+        });
+        assert_eq!(count(&execs), 1, "dropped on the other thread");
+        assert!(me.upgrade().is_some());
+        drop(arc);
+        assert_eq!(count(&heads), 1);
+        assert!(me.upgrade().is_none());
+
+        let (arc, exec, heads, execs) = block();
+        exec.hand_over();
+        drop(arc);
+        assert_eq!(
+            (count(&execs), count(&heads)),
+            (1, 1),
+            "never taken: dropped with the block"
+        );
+    }
+
+    #[test]
+    fn an_executor_holding_its_own_block_is_freed_once_taken_and_dropped() {
+        let (arc, mut exec, heads, execs) = block();
+        // As an agent that keeps its own mbox: the executor holds its block.
+        exec_of(&mut exec).held = Some(arc.clone());
+        let weak = arc.downgrade();
+        drop(arc);
+        exec.hand_over();
+        assert_eq!(count(&heads), 0, "kept alive by itself");
+        let core = weak.upgrade().unwrap();
+        drop(core.take_over());
+        drop(core);
+        assert_eq!((count(&execs), count(&heads)), (1, 1));
+        assert!(weak.upgrade().is_none());
+    }
+
+    /// The test's executor, through its owner.
+    fn exec_of(exec: &mut ExecBox<Head>) -> &mut Exec {
+        let cell = exec.cell();
+        // SAFETY: the executor is an `Exec` (made by `block`), and `exec` is its one owner,
+        // borrowed mutably.
+        unsafe { &mut *(cell as *mut ManuallyDrop<Exec>) }
+    }
+
+    #[test]
+    fn a_set_once_cell_is_set_once_and_read_anywhere_and_drops_its_value() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let cell = SetOnce::new();
+        assert!(cell.get().is_none());
+        assert!(cell.set(Head(drops.clone(), new_exec_state())).is_ok());
+        let again = cell.set(Head(drops.clone(), new_exec_state()));
+        assert!(again.is_err(), "set once");
+        drop(again);
+        assert_eq!(count(&drops), 1, "the refused value came back");
+        std::thread::scope(|s| {
+            s.spawn(|| assert!(cell.get().is_some()));
+        });
+        drop(cell);
+        assert_eq!(count(&drops), 2);
+        let unset: SetOnce<Head> = SetOnce::new();
+        drop(unset);
+        assert_eq!(count(&drops), 2);
+
+        // Set on one thread while another waits to read it.
+        let cell = Arc::new(SetOnce::new());
+        let c = cell.clone();
+        let reader = std::thread::spawn(move || loop {
+            if let Some(v) = c.get() {
+                return *v;
+            }
+            std::thread::yield_now();
+        });
+        cell.set(7u64).unwrap();
+        assert_eq!(reader.join().unwrap(), 7);
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use loom::sync::Arc;
+
+    use super::SetOnce;
+
+    /// Two setters race: exactly one wins, and a reader sees nothing or the winner's
+    /// whole value (loom's cell flags a read that races the write).
+    #[test]
+    fn one_of_two_racing_sets_wins_and_readers_see_its_value() {
+        loom::model(|| {
+            let cell = Arc::new(SetOnce::new());
+            let setters: Vec<_> = [1u64, 2]
+                .into_iter()
+                .map(|v| {
+                    let cell = cell.clone();
+                    loom::thread::spawn(move || cell.set(v).is_ok())
+                })
+                .collect();
+            let seen = cell.get().copied();
+            let won: Vec<bool> = setters.into_iter().map(|t| t.join().unwrap()).collect();
+            assert_eq!(won.iter().filter(|w| **w).count(), 1, "{won:?}");
+            let value = *cell.get().expect("set");
+            assert_eq!(value, if won[0] { 1 } else { 2 });
+            assert!(seen.is_none() || seen == Some(value), "{seen:?}");
+        });
+    }
+}

@@ -142,6 +142,9 @@ fn adv_thread_pool_with_a_long_spin_loses_no_wake_up() {
     storm(disp.binder());
 }
 
+/// Exact counts and order across spinning and parking. A lost wake-up would not hang an
+/// elastic pool (its threads look for work at least once a second, to measure and tick),
+/// so this checks delivery only; the fixed pools' tests above catch a lost wake-up.
 #[test]
 fn elastic_pools_with_a_long_spin_lose_no_wake_up() {
     let disp = thread_pool::Builder::new()

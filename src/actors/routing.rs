@@ -470,7 +470,7 @@ mod tests {
             let sys = ActorSystem::start(w.environment(), SystemSetup::new(1)).unwrap();
             let (tx, rx) = channel();
             sys.register(Canceller(tx)).unwrap();
-            assert_eq!(rx.recv_timeout(Duration::from_secs(60)), Ok(2));
+            assert_eq!(rx.recv_timeout(Duration::from_secs(45)), Ok(2));
             assert_eq!(sys.stats().dead_letters, 0);
             w.stop_then_join().unwrap();
         });

@@ -30,6 +30,7 @@
 
 use std::cell::UnsafeCell;
 use std::fmt;
+use std::marker::PhantomData;
 use std::mem::{ManuallyDrop, MaybeUninit};
 use std::ops::{Deref, DerefMut};
 use std::ptr::{self, NonNull};
@@ -146,7 +147,7 @@ impl<H: Header> ThinArc<H> {
         // SAFETY: `raw` is not null (it came from an `Arc`); the prefix is the block's
         // first field (`repr(C)`), at its address.
         let thin = ThinArc(unsafe { NonNull::new_unchecked(raw) }.cast::<Prefix<H>>());
-        let exec = ExecBox(thin.clone());
+        let exec = ExecBox(thin.clone(), PhantomData);
         (thin, exec)
     }
 
@@ -186,7 +187,7 @@ impl<H: Header> ThinArc<H> {
         self.exec_state()
             .compare_exchange(WAITING, OWNED, Ordering::Acquire, Ordering::Relaxed)
             .ok()
-            .map(|_| ExecBox(self.clone()))
+            .map(|_| ExecBox(self.clone(), PhantomData))
     }
 }
 
@@ -237,7 +238,10 @@ impl<H: Header> Clone for ThinWeak<H> {
 /// The owner of an agent's executor (as a `Box<dyn AgentExec>` was): the registering
 /// coop's, then its worker's. Dropping it drops the executor; its memory goes with the
 /// block.
-pub(crate) struct ExecBox<H: Header>(ThinArc<H>);
+///
+/// Not `Sync` (as `Box<dyn AgentExec>` was not: `AgentExec` is only `Send`), though its
+/// `ThinArc` is: `Deref` hands out the executor, which two threads must not use at once.
+pub(crate) struct ExecBox<H: Header>(ThinArc<H>, PhantomData<std::cell::Cell<()>>);
 
 impl<H: Header> ExecBox<H> {
     /// Leaves the executor in its block for the worker ([`ThinArc::take_over`]).

@@ -27,7 +27,8 @@ pub struct SessionStats {
     pub bytes_in: u64,
     /// Events that left in data packets (counted once, when first sent).
     pub events_out: u64,
-    /// Events received and handed to the local system.
+    /// Events received and handed to the local system. A batch is counted just after it
+    /// is handed over: a handler may see an event a moment before it is counted.
     pub events_in: u64,
     /// Events received (and counted in `events_in`) whose type has no codec registered on
     /// this node: they reach the handler as bytes

@@ -546,9 +546,6 @@ impl State {
         }
     }
 
-    /// An empty payload buffer for the next data packet (a confirmed one's, if any: an
-    /// 8 KiB allocation and its free on another thread per packet cost more than the rest
-    /// of the packet's bookkeeping).
     /// Drops the spare buffers beyond [`SPARE_IDLE`] once nothing is queued or in flight
     /// (the writer calls it before it sleeps, so the frees happen on the thread that
     /// allocated the buffers).
@@ -559,6 +556,9 @@ impl State {
         }
     }
 
+    /// An empty payload buffer for the next data packet (a confirmed one's, if any: an
+    /// 8 KiB allocation and its free on another thread per packet cost more than the rest
+    /// of the packet's bookkeeping).
     pub(crate) fn payload_buffer(&mut self) -> Vec<u8> {
         self.spare
             .pop()

@@ -199,8 +199,20 @@ impl FakePeer {
     }
 
     /// Reads the node's packets until `done` says so (it sees each), failing after
-    /// `patience` or if the node closes the connection.
+    /// `patience` or if the node closes the connection. A read waits at most the patience
+    /// left (not the socket's timeout): a caller that pings between reads keeps pinging
+    /// while the node has nothing to send.
     pub fn read_until(
+        &mut self,
+        patience: Duration,
+        done: impl FnMut(&Seen) -> bool,
+    ) -> Result<(), String> {
+        let r = self.read_until_inner(patience, done);
+        let _ = self.stream.set_read_timeout(Some(SOCKET_TIMEOUT));
+        r
+    }
+
+    fn read_until_inner(
         &mut self,
         patience: Duration,
         mut done: impl FnMut(&Seen) -> bool,
@@ -224,9 +236,12 @@ impl FakePeer {
                     Err(e) => return Err(format!("the node sent a bad packet: {e}")),
                 }
             }
-            if Instant::now() >= deadline {
+            let now = Instant::now();
+            if now >= deadline {
                 return Err(format!("gave up after {patience:?}"));
             }
+            let left = (deadline - now).clamp(Duration::from_millis(1), SOCKET_TIMEOUT);
+            let _ = self.stream.set_read_timeout(Some(left));
             match self.stream.read(&mut buf) {
                 Ok(0) => return Err("the node closed the connection".into()),
                 Ok(n) => self.inbuf.extend_from_slice(&buf[..n]),

@@ -159,18 +159,37 @@ impl SystemInner {
     /// run instead of one each. Order per recipient is kept. `handles` is left empty.
     #[cfg_attr(not(feature = "interconnect"), allow(dead_code))]
     pub(crate) fn send_batch(&self, handles: &mut Vec<EventHandle>) {
-        let mut all = handles.drain(..).peekable();
-        while let Some(h) = all.next() {
-            let r = h.recipient();
-            if r.is_service() || self.is_remote(r) || all.peek().is_none_or(|n| n.recipient() != r)
-            {
-                self.send(h);
+        // Each run's length is counted first, so that its vector is allocated once at its
+        // size (pushed one by one it grew 1, 4, 8, ...: a reallocation and copy each time).
+        let lens: smallvec::SmallVec<[usize; 16]> = {
+            let mut lens = smallvec::SmallVec::new();
+            let mut i = 0;
+            while i < handles.len() {
+                let r = handles[i].recipient();
+                let n = if r.is_service() || self.is_remote(r) {
+                    1
+                } else {
+                    1 + handles[i + 1..]
+                        .iter()
+                        .take_while(|n| n.recipient() == r)
+                        .count()
+                };
+                lens.push(n);
+                i += n;
+            }
+            lens
+        };
+        let mut all = handles.drain(..);
+        for n in lens {
+            if n == 1 {
+                if let Some(h) = all.next() {
+                    self.send(h);
+                }
                 continue;
             }
-            let mut run = vec![h];
-            while let Some(next) = all.next_if(|n| n.recipient() == r) {
-                run.push(next);
-            }
+            let mut run = Vec::with_capacity(n);
+            run.extend(all.by_ref().take(n));
+            let r = run[0].recipient();
             self.deliver_run(r, run);
         }
     }

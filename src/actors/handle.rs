@@ -138,6 +138,33 @@ impl EventHandle {
         }
     }
 
+    /// A handle with the fields of an event of `event_type` and no event yet (the remote
+    /// path: the value is encoded from a reference and boxed only if it is not delivered,
+    /// with [`set_event`](Self::set_event)).
+    #[inline]
+    pub(crate) fn header(
+        event_type: EventType,
+        recipient: ActorId,
+        sender: ActorId,
+    ) -> EventHandle {
+        EventHandle {
+            event_type,
+            flags: EventFlags::empty(),
+            recipient,
+            rewrite: recipient,
+            sender,
+            cookie: 0,
+            forward_target: None,
+            payload: None,
+        }
+    }
+
+    /// Puts `event` in a [`header`](Self::header) handle (its type is `E`'s).
+    pub(crate) fn set_event<E: Event>(&mut self, event: E) {
+        debug_assert_eq!(self.event_type, E::EVENT_TYPE);
+        self.payload = Some(Box::new(event));
+    }
+
     #[cfg_attr(not(feature = "interconnect"), allow(dead_code))]
     /// The local event as `Any`, if it is a local value and not taken (the interconnect
     /// encodes it by its type).

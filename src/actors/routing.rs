@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use super::actor::ScheduleHandle;
 use super::dead_letters::{DeadLetter, DeadLetterReason, DeliveryCounters};
+use super::event::Event;
 use super::flags::EventFlags;
 use super::handle::EventHandle;
 use super::id::ActorId;
@@ -109,6 +110,57 @@ impl SystemInner {
             r
         };
         self.deliver_local(h, target);
+    }
+
+    /// Sends `event` (routing steps 1–3), through `cache` if given
+    /// ([`send_cached`](Self::send_cached)). An event for another node goes to the remote
+    /// router as the value, encoded there from a reference: it is boxed into its handle
+    /// only when it is not delivered (or without a router); a local one is boxed as usual.
+    #[inline(always)]
+    pub(crate) fn send_event<E: Event>(
+        &self,
+        cache: Option<&RefCell<RouteCache>>,
+        recipient: ActorId,
+        sender: ActorId,
+        event: E,
+        flags: EventFlags,
+        cookie: u64,
+    ) {
+        if self.is_remote(recipient) {
+            return self.send_remote_event(recipient, sender, event, flags, cookie);
+        }
+        let h = EventHandle::new(recipient, sender, event)
+            .with_flags(flags)
+            .with_cookie(cookie);
+        match cache {
+            Some(cache) => self.send_cached(cache, h),
+            None => self.send(h),
+        }
+    }
+
+    /// [`send_event`](Self::send_event) to another node.
+    #[inline(never)]
+    fn send_remote_event<E: Event>(
+        &self,
+        recipient: ActorId,
+        sender: ActorId,
+        event: E,
+        flags: EventFlags,
+        cookie: u64,
+    ) {
+        let node_id = recipient.node_id();
+        let mut h = EventHandle::header(E::EVENT_TYPE, recipient, sender)
+            .with_flags(flags)
+            .with_cookie(cookie);
+        if let Some(router) = self.remote.get() {
+            if let Err(reason) = router.send_value(&h, &event, node_id) {
+                h.set_event(event);
+                self.not_delivered(h, reason);
+            }
+            return;
+        }
+        h.set_event(event);
+        self.send_remote(h, node_id);
     }
 
     /// The interconnect's path: the remote router if one is installed, else the node's

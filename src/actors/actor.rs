@@ -206,8 +206,8 @@ impl<A: Actor> ActorContext<A> {
     /// or unknown actor is safe (see the non-delivery rules in the module docs).
     #[inline]
     pub fn send<E: Event>(&self, recipient: ActorId, event: E) {
-        self.sys.send_event(
-            Some(&self.route_cache),
+        self.sys.send_event_cached(
+            &self.route_cache,
             recipient,
             self.self_id,
             event,
@@ -225,8 +225,8 @@ impl<A: Actor> ActorContext<A> {
         flags: EventFlags,
         cookie: u64,
     ) {
-        self.sys.send_event(
-            Some(&self.route_cache),
+        self.sys.send_event_cached(
+            &self.route_cache,
             recipient,
             self.self_id,
             event,

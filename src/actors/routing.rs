@@ -36,7 +36,7 @@ pub enum Route {
     Unknown,
 }
 
-/// One sender's cached route (see [`SystemInner::send_cached`]).
+/// One sender's cached route (see [`SystemInner::send_event_cached`]).
 #[derive(Default)]
 pub(crate) struct RouteCache {
     route: Option<CachedRoute>,
@@ -90,11 +90,18 @@ impl SystemInner {
 
     /// Routes one handle (routing steps 1–3).
     #[inline]
-    pub(crate) fn send(&self, mut h: EventHandle) {
+    pub(crate) fn send(&self, h: EventHandle) {
         let r = h.recipient();
         if self.is_remote(r) {
             return self.send_remote(h, r.node_id());
         }
+        self.send_here(h);
+    }
+
+    /// [`send`](Self::send) of a handle whose recipient is not on another node.
+    #[inline(always)]
+    fn send_here(&self, mut h: EventHandle) {
+        let r = h.recipient();
         let target = if r.is_service() {
             match self.services.lookup(r) {
                 Some(t) => {
@@ -112,14 +119,12 @@ impl SystemInner {
         self.deliver_local(h, target);
     }
 
-    /// Sends `event` (routing steps 1–3), through `cache` if given
-    /// ([`send_cached`](Self::send_cached)). An event for another node goes to the remote
-    /// router as the value, encoded there from a reference: it is boxed into its handle
-    /// only when it is not delivered (or without a router); a local one is boxed as usual.
+    /// Sends `event` (routing steps 1–3) from outside an actor. An event for another node
+    /// goes to the remote router as the value, encoded there from a reference: it is boxed
+    /// into its handle only when it is not delivered (or without a router).
     #[inline(always)]
     pub(crate) fn send_event<E: Event>(
         &self,
-        cache: Option<&RefCell<RouteCache>>,
         recipient: ActorId,
         sender: ActorId,
         event: E,
@@ -129,13 +134,46 @@ impl SystemInner {
         if self.is_remote(recipient) {
             return self.send_remote_event(recipient, sender, event, flags, cookie);
         }
-        let h = EventHandle::new(recipient, sender, event)
-            .with_flags(flags)
-            .with_cookie(cookie);
-        match cache {
-            Some(cache) => self.send_cached(cache, h),
-            None => self.send(h),
+        self.send_here(
+            EventHandle::new(recipient, sender, event)
+                .with_flags(flags)
+                .with_cookie(cookie),
+        );
+    }
+
+    /// [`send_event`](Self::send_event) from an actor, through its route cache: a plain
+    /// id sent to twice in a row is cached with its mailbox and liveness flag, so that the
+    /// next sends to it skip the table (one load instead of the read lock). The flag is
+    /// cleared before the id leaves the table, so a cached route stops at once too. The
+    /// cached (local) route is tried first, so that the local path pays nothing for the
+    /// remote check.
+    #[inline(always)]
+    pub(crate) fn send_event_cached<E: Event>(
+        &self,
+        cache: &RefCell<RouteCache>,
+        recipient: ActorId,
+        sender: ActorId,
+        event: E,
+        flags: EventFlags,
+        cookie: u64,
+    ) {
+        let handle = |event| {
+            EventHandle::new(recipient, sender, event)
+                .with_flags(flags)
+                .with_cookie(cookie)
+        };
+        {
+            let c = cache.borrow();
+            if let Some(route) = &c.route {
+                if route.id == recipient && route.alive.load(Ordering::Acquire) {
+                    return self.enqueue(self.pool(route.pool), &route.mbox, handle(event));
+                }
+            }
         }
+        if self.is_remote(recipient) {
+            return self.send_remote_event(recipient, sender, event, flags, cookie);
+        }
+        self.send_and_learn(cache, handle(event));
     }
 
     /// [`send_event`](Self::send_event) to another node.
@@ -297,24 +335,6 @@ impl SystemInner {
         let d = Delivery::new(h, self.link, None, pool.activity);
         // A direct mbox never refuses (a refused event reports itself on drop).
         let _ = mbox.deliver(Message::new_mutable(d), 0);
-    }
-
-    /// [`send`](Self::send) from an actor, through its route cache: a plain id sent to
-    /// twice in a row is cached with its mailbox and liveness flag, so that the next sends
-    /// to it skip the table (one load instead of the read lock). The flag is cleared
-    /// before the id leaves the table, so a cached route stops at once too.
-    #[inline]
-    pub(crate) fn send_cached(&self, cache: &RefCell<RouteCache>, h: EventHandle) {
-        let r = h.recipient();
-        {
-            let c = cache.borrow();
-            if let Some(route) = &c.route {
-                if route.id == r && route.alive.load(Ordering::Acquire) {
-                    return self.enqueue(self.pool(route.pool), &route.mbox, h);
-                }
-            }
-        }
-        self.send_and_learn(cache, h);
     }
 
     #[inline(never)]

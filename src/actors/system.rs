@@ -311,14 +311,8 @@ impl ActorSystem {
 
     /// Sends `event` to `recipient` from outside any actor (the sender is empty).
     pub fn send<E: Event>(&self, recipient: ActorId, event: E) {
-        self.0.send_event(
-            None,
-            recipient,
-            ActorId::EMPTY,
-            event,
-            EventFlags::empty(),
-            0,
-        );
+        self.0
+            .send_event(recipient, ActorId::EMPTY, event, EventFlags::empty(), 0);
     }
 
     /// Sends `event` with `flags` and `cookie`, from `sender` (may be empty).
@@ -330,8 +324,7 @@ impl ActorSystem {
         flags: EventFlags,
         cookie: u64,
     ) {
-        self.0
-            .send_event(None, recipient, sender, event, flags, cookie);
+        self.0.send_event(recipient, sender, event, flags, cookie);
     }
 
     /// Sends a handle as it is.

@@ -206,9 +206,13 @@ impl<A: Actor> ActorContext<A> {
     /// or unknown actor is safe (see the non-delivery rules in the module docs).
     #[inline]
     pub fn send<E: Event>(&self, recipient: ActorId, event: E) {
-        self.sys.send_cached(
+        self.sys.send_event_cached(
             &self.route_cache,
-            EventHandle::new(recipient, self.self_id, event),
+            recipient,
+            self.self_id,
+            event,
+            EventFlags::empty(),
+            0,
         );
     }
 
@@ -221,11 +225,13 @@ impl<A: Actor> ActorContext<A> {
         flags: EventFlags,
         cookie: u64,
     ) {
-        self.sys.send_cached(
+        self.sys.send_event_cached(
             &self.route_cache,
-            EventHandle::new(recipient, self.self_id, event)
-                .with_flags(flags)
-                .with_cookie(cookie),
+            recipient,
+            self.self_id,
+            event,
+            flags,
+            cookie,
         );
     }
 

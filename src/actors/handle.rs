@@ -8,26 +8,103 @@ use super::event::{Event, EventType};
 use super::flags::EventFlags;
 use super::id::ActorId;
 
-/// Decodes the bytes of a serialized event into the local value of its type (the
-/// interconnect's hook: it knows the codec of each remote event type).
-pub(crate) type DecodeFn = fn(&[u8]) -> Option<Box<dyn Any + Send>>;
+/// Makes the payload of a received event of one type from its bytes (the interconnect's
+/// hook: it knows the codec of each remote event type, and builds this function with
+/// [`serialized_as`]). The payload has room for the decoded value, typed: a handler's
+/// first ask decodes into it, with no allocation of its own.
+pub(crate) type DecodeFn = fn(Body) -> Received;
+
+/// The payload of a received event, as a [`DecodeFn`] makes it.
+pub(crate) struct Received(Box<dyn Payload>);
 
 /// The bytes of a serialized event: a small body lives in the payload's own allocation.
 pub(crate) type Body = smallvec::SmallVec<[u8; 128]>;
 
-/// A serialized event (the interconnect's form), boxed as the payload like a local event.
-/// Decoded at most once, when a handler first asks for the event as its type.
-struct Serialized {
+/// A serialized event (the interconnect's form), boxed as the payload like a local event:
+/// its bytes, its decode hook, and `decoded`, a [`Slot`] of its type (`()` when no codec
+/// is known). Decoded at most once, when a handler first asks for the event as its type.
+pub(crate) struct Serialized<S: ?Sized = dyn Any + Send> {
     bytes: Body,
     decode: Option<DecodeFn>,
-    decoded: OnceCell<Option<Box<dyn Any + Send>>>,
+    decoded: S,
+}
+
+/// The decoded value of a serialized `E`, once asked for, and how to decode it.
+struct Slot<E> {
+    value: OnceCell<Option<E>>,
+    decode: fn(&[u8]) -> Option<E>,
+}
+
+/// The payload of a received `E` with `bytes`: `this` is the [`DecodeFn`] being run (kept
+/// to send the event on), `decode` decodes the bytes (`None` when they do not decode).
+#[cfg_attr(not(feature = "interconnect"), allow(dead_code))]
+pub(crate) fn serialized_as<E: Event>(
+    bytes: Body,
+    this: DecodeFn,
+    decode: fn(&[u8]) -> Option<E>,
+) -> Received {
+    Received(Box::new(Serialized {
+        bytes,
+        decode: Some(this),
+        decoded: Slot {
+            value: OnceCell::new(),
+            decode,
+        },
+    }))
 }
 
 impl Serialized {
-    /// The decoded value, decoding now if this is the first ask.
-    fn value(&self) -> Option<&(dyn Any + Send)> {
-        let decode = self.decode?;
-        self.decoded.get_or_init(|| decode(&self.bytes)).as_deref()
+    /// The decoded value as an `E`, decoding now if this is the first ask.
+    fn value<E: Event>(&self) -> Option<&E> {
+        let slot = self.decoded.downcast_ref::<Slot<E>>()?;
+        slot.value
+            .get_or_init(|| (slot.decode)(&self.bytes))
+            .as_ref()
+    }
+
+    /// The decoded `E`, if [`value`](Self::value) decoded it.
+    fn value_mut<E: Event>(&mut self) -> Option<&mut E> {
+        let slot = self.decoded.downcast_mut::<Slot<E>>()?;
+        slot.value.get_mut()?.as_mut()
+    }
+}
+
+/// What a handle carries, boxed: a [`Local`] value or a [`Serialized`] event (a trait
+/// object, so that the handle keeps one fat pointer for either; a `Local<E>` is found by
+/// its type as the value was before, with one `type_id` call).
+trait Payload: Any + Send {
+    /// The local value, as `Any` (not for a serialized event).
+    fn local(&self) -> Option<&(dyn Any + Send)>;
+    /// The serialized event (not for a local value).
+    fn serialized(&self) -> Option<&Serialized>;
+    /// The serialized event, mutably.
+    fn serialized_mut(&mut self) -> Option<&mut Serialized>;
+}
+
+/// A local event as the payload.
+struct Local<E>(E);
+
+impl<E: Event> Payload for Local<E> {
+    fn local(&self) -> Option<&(dyn Any + Send)> {
+        Some(&self.0)
+    }
+    fn serialized(&self) -> Option<&Serialized> {
+        None
+    }
+    fn serialized_mut(&mut self) -> Option<&mut Serialized> {
+        None
+    }
+}
+
+impl<S: Any + Send> Payload for Serialized<S> {
+    fn local(&self) -> Option<&(dyn Any + Send)> {
+        None
+    }
+    fn serialized(&self) -> Option<&Serialized> {
+        Some(self)
+    }
+    fn serialized_mut(&mut self) -> Option<&mut Serialized> {
+        Some(self)
     }
 }
 
@@ -80,8 +157,8 @@ pub struct EventHandle {
     cookie: u64,
     /// Boxed, as YDB's `OnNondeliveryHolder`: rare, and the handle is moved often.
     forward_target: Option<Box<ActorId>>,
-    /// The local event, or a [`Serialized`]; `None` once taken.
-    payload: Option<Box<dyn Any + Send>>,
+    /// The event; `None` once taken.
+    payload: Option<Box<dyn Payload>>,
 }
 
 // Kept small: a handle is moved several times per hop.
@@ -98,7 +175,7 @@ impl EventHandle {
             sender,
             cookie: 0,
             forward_target: None,
-            payload: Some(Box::new(event)),
+            payload: Some(Box::new(Local(event))),
         }
     }
 
@@ -130,22 +207,49 @@ impl EventHandle {
             sender,
             cookie: 0,
             forward_target: None,
-            payload: Some(Box::new(Serialized {
-                bytes,
-                decode,
-                decoded: OnceCell::new(),
-            })),
+            payload: Some(match decode {
+                Some(decode) => decode(bytes).0,
+                None => Box::new(Serialized {
+                    bytes,
+                    decode: None,
+                    decoded: (),
+                }),
+            }),
         }
+    }
+
+    /// A handle with the fields of an event of `event_type` and no event yet (the remote
+    /// path: the value is encoded from a reference and boxed only if it is not delivered,
+    /// with [`set_event`](Self::set_event)).
+    #[inline]
+    pub(crate) fn header(
+        event_type: EventType,
+        recipient: ActorId,
+        sender: ActorId,
+    ) -> EventHandle {
+        EventHandle {
+            event_type,
+            flags: EventFlags::empty(),
+            recipient,
+            rewrite: recipient,
+            sender,
+            cookie: 0,
+            forward_target: None,
+            payload: None,
+        }
+    }
+
+    /// Puts `event` in a [`header`](Self::header) handle (its type is `E`'s).
+    pub(crate) fn set_event<E: Event>(&mut self, event: E) {
+        debug_assert_eq!(self.event_type, E::EVENT_TYPE);
+        self.payload = Some(Box::new(Local(event)));
     }
 
     #[cfg_attr(not(feature = "interconnect"), allow(dead_code))]
     /// The local event as `Any`, if it is a local value and not taken (the interconnect
     /// encodes it by its type).
     pub(crate) fn local_any(&self) -> Option<&(dyn Any + Send)> {
-        match &self.payload {
-            Some(b) if !b.is::<Serialized>() => Some(&**b),
-            _ => None,
-        }
+        self.payload.as_ref()?.local()
     }
 
     /// This handle with the flags word `flags` (flags and channel).
@@ -234,42 +338,43 @@ impl EventHandle {
     /// interconnect knows the codec of each registered remote event type); a local send
     /// never serializes.
     pub fn get<E: Event>(&self) -> Option<&E> {
-        match &self.payload {
-            Some(b) if self.event_type == E::EVENT_TYPE => match b.downcast_ref::<E>() {
-                Some(e) => Some(e),
-                None => Self::decoded(&**b),
-            },
-            _ => None,
+        if self.event_type != E::EVENT_TYPE {
+            return None;
+        }
+        let p: &dyn Any = &**self.payload.as_ref()?;
+        match p.downcast_ref::<Local<E>>() {
+            Some(l) => Some(&l.0),
+            None => Self::decoded(self.payload.as_deref()?),
         }
     }
 
     #[cold]
-    fn decoded<E: Event>(b: &(dyn Any + Send)) -> Option<&E> {
-        b.downcast_ref::<Serialized>()?.value()?.downcast_ref::<E>()
+    fn decoded<E: Event>(p: &dyn Payload) -> Option<&E> {
+        p.serialized()?.value::<E>()
     }
 
     /// The event, mutably, if it is an `E` and has not been taken (decoded first if it
     /// came from another node).
     pub fn get_mut<E: Event>(&mut self) -> Option<&mut E> {
         self.get::<E>()?;
-        let b = self.payload.as_mut()?;
-        if b.is::<E>() {
-            return b.downcast_mut::<E>();
+        let p = self.payload.as_mut()?;
+        if p.serialized().is_some() {
+            return p.serialized_mut()?.value_mut::<E>();
         }
-        let s = b.downcast_mut::<Serialized>()?;
-        s.decoded.get_mut()?.as_mut()?.downcast_mut::<E>()
+        let p: &mut dyn Any = &mut **p;
+        p.downcast_mut::<Local<E>>().map(|l| &mut l.0)
     }
 
     /// Takes the event out if it is an `E` (decoded first if it came from another node); the
     /// handle keeps its fields.
     pub fn take<E: Event>(&mut self) -> Option<E> {
         self.get::<E>()?;
-        let b = self.payload.take()?;
-        if b.is::<E>() {
-            return b.downcast::<E>().ok().map(|b| *b);
+        let mut p = self.payload.take()?;
+        if let Some(s) = p.serialized_mut() {
+            return s.decoded.downcast_mut::<Slot<E>>()?.value.take()?;
         }
-        let s = b.downcast::<Serialized>().ok()?;
-        s.decoded.into_inner()??.downcast::<E>().ok().map(|b| *b)
+        let p: Box<dyn Any> = p;
+        p.downcast::<Local<E>>().ok().map(|l| l.0)
     }
 
     /// The local event by value if it is an `E`; otherwise the handle back.
@@ -286,19 +391,13 @@ impl EventHandle {
 
     /// The bytes of a serialized event (one that came from another node).
     pub fn serialized_bytes(&self) -> Option<&[u8]> {
-        match &self.payload {
-            Some(b) => b.downcast_ref::<Serialized>().map(|s| s.bytes.as_slice()),
-            _ => None,
-        }
+        Some(self.payload.as_ref()?.serialized()?.bytes.as_slice())
     }
 
     #[cfg_attr(not(feature = "interconnect"), allow(dead_code))]
     /// The decode hook of a serialized event (kept when the interconnect sends it on).
     pub(crate) fn decoder(&self) -> Option<DecodeFn> {
-        self.payload
-            .as_ref()?
-            .downcast_ref::<Serialized>()
-            .and_then(|s| s.decode)
+        self.payload.as_ref()?.serialized()?.decode
     }
 
     /// Whether the event is serialized bytes rather than a local value.

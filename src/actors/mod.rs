@@ -168,7 +168,7 @@ pub(crate) use system::SystemInner;
 pub use system::{ActorSystem, RegisterActorError, SystemStats};
 // The interconnect's hooks (see `RemoteRouter` and `EventHandle::serialized_with`).
 #[cfg(feature = "interconnect")]
-pub(crate) use handle::{Body, DecodeFn};
+pub(crate) use handle::{serialized_as, Body, DecodeFn, Received};
 #[cfg(feature = "interconnect")]
 pub(crate) use system::RemoteRouter;
 pub use system_events::{

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use super::actor::ScheduleHandle;
 use super::dead_letters::{DeadLetter, DeadLetterReason, DeliveryCounters};
+use super::event::Event;
 use super::flags::EventFlags;
 use super::handle::EventHandle;
 use super::id::ActorId;
@@ -35,7 +36,7 @@ pub enum Route {
     Unknown,
 }
 
-/// One sender's cached route (see [`SystemInner::send_cached`]).
+/// One sender's cached route (see [`SystemInner::send_event_cached`]).
 #[derive(Default)]
 pub(crate) struct RouteCache {
     route: Option<CachedRoute>,
@@ -89,11 +90,18 @@ impl SystemInner {
 
     /// Routes one handle (routing steps 1–3).
     #[inline]
-    pub(crate) fn send(&self, mut h: EventHandle) {
+    pub(crate) fn send(&self, h: EventHandle) {
         let r = h.recipient();
         if self.is_remote(r) {
             return self.send_remote(h, r.node_id());
         }
+        self.send_here(h);
+    }
+
+    /// [`send`](Self::send) of a handle whose recipient is not on another node.
+    #[inline(always)]
+    fn send_here(&self, mut h: EventHandle) {
+        let r = h.recipient();
         let target = if r.is_service() {
             match self.services.lookup(r) {
                 Some(t) => {
@@ -109,6 +117,88 @@ impl SystemInner {
             r
         };
         self.deliver_local(h, target);
+    }
+
+    /// Sends `event` (routing steps 1–3) from outside an actor. An event for another node
+    /// goes to the remote router as the value, encoded there from a reference: it is boxed
+    /// into its handle only when it is not delivered (or without a router).
+    #[inline(always)]
+    pub(crate) fn send_event<E: Event>(
+        &self,
+        recipient: ActorId,
+        sender: ActorId,
+        event: E,
+        flags: EventFlags,
+        cookie: u64,
+    ) {
+        if self.is_remote(recipient) {
+            return self.send_remote_event(recipient, sender, event, flags, cookie);
+        }
+        self.send_here(
+            EventHandle::new(recipient, sender, event)
+                .with_flags(flags)
+                .with_cookie(cookie),
+        );
+    }
+
+    /// [`send_event`](Self::send_event) from an actor, through its route cache: a plain
+    /// id sent to twice in a row is cached with its mailbox and liveness flag, so that the
+    /// next sends to it skip the table (one load instead of the read lock). The flag is
+    /// cleared before the id leaves the table, so a cached route stops at once too. The
+    /// cached (local) route is tried first, so that the local path pays nothing for the
+    /// remote check.
+    #[inline(always)]
+    pub(crate) fn send_event_cached<E: Event>(
+        &self,
+        cache: &RefCell<RouteCache>,
+        recipient: ActorId,
+        sender: ActorId,
+        event: E,
+        flags: EventFlags,
+        cookie: u64,
+    ) {
+        let handle = |event| {
+            EventHandle::new(recipient, sender, event)
+                .with_flags(flags)
+                .with_cookie(cookie)
+        };
+        {
+            let c = cache.borrow();
+            if let Some(route) = &c.route {
+                if route.id == recipient && route.alive.load(Ordering::Acquire) {
+                    return self.enqueue(self.pool(route.pool), &route.mbox, handle(event));
+                }
+            }
+        }
+        if self.is_remote(recipient) {
+            return self.send_remote_event(recipient, sender, event, flags, cookie);
+        }
+        self.send_and_learn(cache, handle(event));
+    }
+
+    /// [`send_event`](Self::send_event) to another node.
+    #[inline(never)]
+    fn send_remote_event<E: Event>(
+        &self,
+        recipient: ActorId,
+        sender: ActorId,
+        event: E,
+        flags: EventFlags,
+        cookie: u64,
+    ) {
+        let node_id = recipient.node_id();
+        let mut h = EventHandle::header(E::EVENT_TYPE, recipient, sender)
+            .with_flags(flags)
+            .with_cookie(cookie);
+        if let Some(router) = self.remote.get() {
+            if let Err(reason) = router.send_value(&h, &event, node_id) {
+                h.set_event(event);
+                self.not_delivered(h, reason);
+            }
+            return;
+        }
+        h.set_event(event);
+        self.send_remote(h, node_id);
     }
 
     /// The interconnect's path: the remote router if one is installed, else the node's
@@ -159,18 +249,37 @@ impl SystemInner {
     /// run instead of one each. Order per recipient is kept. `handles` is left empty.
     #[cfg_attr(not(feature = "interconnect"), allow(dead_code))]
     pub(crate) fn send_batch(&self, handles: &mut Vec<EventHandle>) {
-        let mut all = handles.drain(..).peekable();
-        while let Some(h) = all.next() {
-            let r = h.recipient();
-            if r.is_service() || self.is_remote(r) || all.peek().is_none_or(|n| n.recipient() != r)
-            {
-                self.send(h);
+        // Each run's length is counted first, so that its vector is allocated once at its
+        // size (pushed one by one it grew 1, 4, 8, ...: a reallocation and copy each time).
+        let lens: smallvec::SmallVec<[usize; 16]> = {
+            let mut lens = smallvec::SmallVec::new();
+            let mut i = 0;
+            while i < handles.len() {
+                let r = handles[i].recipient();
+                let n = if r.is_service() || self.is_remote(r) {
+                    1
+                } else {
+                    1 + handles[i + 1..]
+                        .iter()
+                        .take_while(|n| n.recipient() == r)
+                        .count()
+                };
+                lens.push(n);
+                i += n;
+            }
+            lens
+        };
+        let mut all = handles.drain(..);
+        for n in lens {
+            if n == 1 {
+                if let Some(h) = all.next() {
+                    self.send(h);
+                }
                 continue;
             }
-            let mut run = vec![h];
-            while let Some(next) = all.next_if(|n| n.recipient() == r) {
-                run.push(next);
-            }
+            let mut run = Vec::with_capacity(n);
+            run.extend(all.by_ref().take(n));
+            let r = run[0].recipient();
             self.deliver_run(r, run);
         }
     }
@@ -226,24 +335,6 @@ impl SystemInner {
         let d = Delivery::new(h, self.link, None, pool.activity);
         // A direct mbox never refuses (a refused event reports itself on drop).
         let _ = mbox.deliver(Message::new_mutable(d), 0);
-    }
-
-    /// [`send`](Self::send) from an actor, through its route cache: a plain id sent to
-    /// twice in a row is cached with its mailbox and liveness flag, so that the next sends
-    /// to it skip the table (one load instead of the read lock). The flag is cleared
-    /// before the id leaves the table, so a cached route stops at once too.
-    #[inline]
-    pub(crate) fn send_cached(&self, cache: &RefCell<RouteCache>, h: EventHandle) {
-        let r = h.recipient();
-        {
-            let c = cache.borrow();
-            if let Some(route) = &c.route {
-                if route.id == r && route.alive.load(Ordering::Acquire) {
-                    return self.enqueue(self.pool(route.pool), &route.mbox, h);
-                }
-            }
-        }
-        self.send_and_learn(cache, h);
     }
 
     #[inline(never)]

@@ -150,6 +150,16 @@ pub(crate) struct SystemInner {
 pub(crate) trait RemoteRouter: Send + Sync {
     /// Takes `h`, whose recipient (or its service's actor) is on node `node_id`.
     fn send(&self, h: EventHandle, node_id: u32) -> Result<(), EventHandle>;
+    /// [`send`](Self::send) of a local event given apart from its handle: `header` has
+    /// the fields and no event, `event` is the value, encoded here without being boxed.
+    /// On `Err(reason)` nothing was queued: the caller reports the event not delivered
+    /// (`Disconnected` where `send` gives the handle back).
+    fn send_value(
+        &self,
+        header: &EventHandle,
+        event: &(dyn std::any::Any + Send),
+        node_id: u32,
+    ) -> Result<(), super::DeadLetterReason>;
     /// Whether events of `event_type` can leave this node (a codec is registered).
     fn can_encode(&self, event_type: super::EventType) -> bool;
     /// Encodes a local event of `event_type` on the caller's thread (a remote mbox's send
@@ -302,7 +312,7 @@ impl ActorSystem {
     /// Sends `event` to `recipient` from outside any actor (the sender is empty).
     pub fn send<E: Event>(&self, recipient: ActorId, event: E) {
         self.0
-            .send(EventHandle::new(recipient, ActorId::EMPTY, event));
+            .send_event(recipient, ActorId::EMPTY, event, EventFlags::empty(), 0);
     }
 
     /// Sends `event` with `flags` and `cookie`, from `sender` (may be empty).
@@ -314,11 +324,7 @@ impl ActorSystem {
         flags: EventFlags,
         cookie: u64,
     ) {
-        self.0.send(
-            EventHandle::new(recipient, sender, event)
-                .with_flags(flags)
-                .with_cookie(cookie),
-        );
+        self.0.send_event(recipient, sender, event, flags, cookie);
     }
 
     /// Sends a handle as it is.

@@ -9,7 +9,8 @@ use ahash::AHashMap;
 use thiserror::Error;
 
 use crate::actors::{
-    DecodeFn, Event, EventType, Gone, Poison, Undelivered, UndeliveredDecodeError,
+    serialized_as, Body, DecodeFn, Event, EventType, Gone, Poison, Received, Undelivered,
+    UndeliveredDecodeError,
 };
 
 /// Why an event could not be encoded or decoded.
@@ -228,10 +229,12 @@ fn encode_any<E: RemoteEvent>(
     }
 }
 
-fn decode_any<E: RemoteEvent>(bytes: &[u8]) -> Option<Box<dyn Any + Send>> {
-    E::Codec::decode(bytes)
-        .ok()
-        .map(|e| Box::new(e) as Box<dyn Any + Send>)
+fn decode_any<E: RemoteEvent>(bytes: Body) -> Received {
+    serialized_as::<E>(bytes, decode_any::<E>, decode_typed::<E>)
+}
+
+fn decode_typed<E: RemoteEvent>(bytes: &[u8]) -> Option<E> {
+    E::Codec::decode(bytes).ok()
 }
 
 #[cfg(test)]

@@ -400,15 +400,34 @@ impl NodeShared {
     /// Takes an event for `peer` (the remote router's path): encodes it here, on the
     /// sender's thread, and queues it.
     fn send(self: &Arc<Self>, h: EventHandle, peer: u32) -> Result<(), EventHandle> {
+        match self.send_parts(&h, h.local_any(), peer) {
+            Ok(()) => Ok(()),
+            Err(DeadLetterReason::Disconnected) => Err(h),
+            Err(reason) => {
+                self.system.0.not_delivered(h, reason);
+                Ok(())
+            }
+        }
+    }
+
+    /// [`send`](Self::send) of the handle `h`'s fields with its event `local` (a local
+    /// value) or `h`'s serialized bytes; the reason it is not delivered otherwise
+    /// (`Disconnected`: no session or stopping; `NotSerializable`).
+    fn send_parts(
+        self: &Arc<Self>,
+        h: &EventHandle,
+        local: Option<&(dyn std::any::Any + Send)>,
+        peer: u32,
+    ) -> Result<(), DeadLetterReason> {
         let Some(s) = self.sessions.get(&peer) else {
-            return Err(h);
+            return Err(DeadLetterReason::Disconnected);
         };
         if self.is_stopping() {
-            return Err(h);
+            return Err(DeadLetterReason::Disconnected);
         }
         let codec = self.codecs.get(h.event_type());
         let decode = codec.map(|c| c.1).or_else(|| h.decoder());
-        let meta = outbox_meta(&h, decode);
+        let meta = outbox_meta(h, decode);
         let queue = |body: &[u8]| {
             if body.len() > self.cfg.max_event_size {
                 Err(DeadLetterReason::NotSerializable)
@@ -417,10 +436,10 @@ impl NodeShared {
                 Ok(())
             }
         };
-        let queued = if let Some(bytes) = h.serialized_bytes() {
+        if let Some(bytes) = h.serialized_bytes() {
             queue(bytes)
         } else {
-            match h.local_any().zip(codec) {
+            match local.zip(codec) {
                 Some((e, (encode, _))) => with_scratch(|out| match encode(e, out) {
                     Ok(()) => queue(out),
                     Err(e) => {
@@ -430,11 +449,7 @@ impl NodeShared {
                 }),
                 None => Err(DeadLetterReason::NotSerializable),
             }
-        };
-        if let Err(reason) = queued {
-            self.system.0.not_delivered(h, reason);
         }
-        Ok(())
     }
 }
 
@@ -512,6 +527,18 @@ impl RemoteRouter for Router {
         match self.0.upgrade() {
             Some(node) => node.send(h, node_id),
             None => Err(h),
+        }
+    }
+
+    fn send_value(
+        &self,
+        header: &EventHandle,
+        event: &(dyn std::any::Any + Send),
+        node_id: u32,
+    ) -> Result<(), DeadLetterReason> {
+        match self.0.upgrade() {
+            Some(node) => node.send_parts(header, Some(event), node_id),
+            None => Err(DeadLetterReason::Disconnected),
         }
     }
 

@@ -22,6 +22,10 @@ use crate::dispatcher::pool::{Ready, ReadyQueue};
 /// §2.3: YDB's `SoftProcessingDurationTs` of shared threads).
 pub(crate) const FOREIGN_SLICE: Duration = Duration::from_millis(100);
 
+/// A shared thread serves a foreign pool in steps this long (it takes no new queue of
+/// that pool after it), and looks at its own pool between them.
+const FOREIGN_STEP: Duration = Duration::from_millis(1);
+
 /// How long a lending thread parks before it looks at the pools it lends to again (a
 /// push into another pool does not wake it: that pool's own threads are woken).
 const LEND_POLL: Duration = Duration::from_millis(2);
@@ -316,7 +320,7 @@ impl ThreadCtl {
             }
             let timeout = if self.may_lend(w) {
                 let t = Instant::now();
-                let ran = self.lend_once();
+                let ran = self.lend_once(|| ready.has_waiting());
                 bump(&self.lent_busy_ns, nanos(t.elapsed()));
                 if ran > 0 {
                     bump(&s.events, ran as u64);
@@ -375,11 +379,29 @@ impl ThreadCtl {
     }
 
     /// Serves the lend targets in order, a slice each; the demands run.
-    fn lend_once(&self) -> usize {
+    /// Serves the lend targets, each for up to [`FOREIGN_SLICE`], in steps of
+    /// [`FOREIGN_STEP`]: between two steps the thread goes home as soon as its own pool has
+    /// work (`home_waits`), so its pool waits at most one foreign step (the queue in hand),
+    /// not the whole slice.
+    fn lend_once(&self, home_waits: impl Fn() -> bool) -> usize {
         let targets = self.lend.lock().clone();
         let mut ran = 0;
         for t in targets {
-            ran += t.run_foreign_slice(Instant::now() + FOREIGN_SLICE);
+            let end = Instant::now() + FOREIGN_SLICE;
+            loop {
+                if home_waits() {
+                    return ran;
+                }
+                let now = Instant::now();
+                if now >= end {
+                    break;
+                }
+                let step = t.run_foreign_slice((now + FOREIGN_STEP).min(end));
+                if step == 0 {
+                    break;
+                }
+                ran += step;
+            }
         }
         ran
     }

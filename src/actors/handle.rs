@@ -167,16 +167,9 @@ const _: () = assert!(std::mem::size_of::<EventHandle>() <= 88);
 impl EventHandle {
     /// A handle carrying `event` from `sender` to `recipient`, no flags, cookie 0.
     pub fn new<E: Event>(recipient: ActorId, sender: ActorId, event: E) -> EventHandle {
-        EventHandle {
-            event_type: E::EVENT_TYPE,
-            flags: EventFlags::empty(),
-            recipient,
-            rewrite: recipient,
-            sender,
-            cookie: 0,
-            forward_target: None,
-            payload: Some(Box::new(Local(event))),
-        }
+        let mut h = Self::header(E::EVENT_TYPE, recipient, sender);
+        h.payload = Some(Box::new(Local(event)));
+        h
     }
 
     /// A handle carrying a serialized event of type `event_type` (the interconnect's form:
@@ -199,23 +192,16 @@ impl EventHandle {
         bytes: Body,
         decode: Option<DecodeFn>,
     ) -> EventHandle {
-        EventHandle {
-            event_type,
-            flags: EventFlags::empty(),
-            recipient,
-            rewrite: recipient,
-            sender,
-            cookie: 0,
-            forward_target: None,
-            payload: Some(match decode {
-                Some(decode) => decode(bytes).0,
-                None => Box::new(Serialized {
-                    bytes,
-                    decode: None,
-                    decoded: (),
-                }),
+        let mut h = Self::header(event_type, recipient, sender);
+        h.payload = Some(match decode {
+            Some(decode) => decode(bytes).0,
+            None => Box::new(Serialized {
+                bytes,
+                decode: None,
+                decoded: (),
             }),
-        }
+        });
+        h
     }
 
     /// A handle with the fields of an event of `event_type` and no event yet (the remote

@@ -134,11 +134,16 @@ impl SystemInner {
         if self.is_remote(recipient) {
             return self.send_remote_event(recipient, sender, event, flags, cookie);
         }
-        self.send_here(
+        let make = move || {
             EventHandle::new(recipient, sender, event)
                 .with_flags(flags)
-                .with_cookie(cookie),
-        );
+                .with_cookie(cookie)
+        };
+        if recipient.is_service() {
+            return self.send_here(make());
+        }
+        // A plain local id: the handle is made after the lookup, into its message.
+        self.deliver_local_with(recipient, make);
     }
 
     /// [`send_event`](Self::send_event) from an actor, through its route cache: a plain
@@ -166,7 +171,8 @@ impl SystemInner {
             let c = cache.borrow();
             if let Some(route) = &c.route {
                 if route.id == recipient && route.alive.load(Ordering::Acquire) {
-                    return self.enqueue(self.pool(route.pool), &route.mbox, handle(event));
+                    let make = || handle(event);
+                    return self.enqueue_with(self.pool(route.pool), &route.mbox, make);
                 }
             }
         }
@@ -221,24 +227,27 @@ impl SystemInner {
 
     #[inline]
     fn deliver_local(&self, h: EventHandle, target: ActorId) {
+        self.deliver_local_with(target, || h);
+    }
+
+    /// [`deliver_local`](Self::deliver_local) of the handle `make` returns: made once its
+    /// message's block is taken (see [`enqueue_with`](Self::enqueue_with)), or for the
+    /// non-delivery rules.
+    #[inline(always)]
+    fn deliver_local_with(&self, target: ActorId, make: impl FnOnce() -> EventHandle) {
         let Some(pool) = self.pools.get(target.pool_id() as usize) else {
-            return self.not_delivered(h, DeadLetterReason::ActorUnknown);
+            return self.not_delivered(make(), DeadLetterReason::ActorUnknown);
         };
-        let found = pool
-            .table
-            .with_value(target.hint(), target.local_id(), h, |mbox, h| {
-                if mbox.is_custom() {
-                    // A bridge endpoint: it runs user code (filters, sinks), which must not
-                    // run under the table's lock (it may register actors).
-                    return Some((mbox.clone(), h));
-                }
-                self.enqueue(pool, mbox, h);
-                None
-            });
-        match found {
-            Ok(None) => {}
-            Ok(Some((endpoint, h))) => self.enqueue(pool, &endpoint, h),
-            Err(h) => self.not_delivered(h, DeadLetterReason::ActorUnknown),
+        match pool.table.get(target.hint(), target.local_id()) {
+            Some(mbox) if !mbox.is_custom() => self.enqueue_with(pool, &mbox, make),
+            // A bridge endpoint: it runs user code (filters, sinks), which must not run
+            // under the table's lock (it may register actors).
+            Some(mbox) => {
+                let endpoint = mbox.clone();
+                drop(mbox);
+                self.enqueue_with(pool, &endpoint, make);
+            }
+            None => self.not_delivered(make(), DeadLetterReason::ActorUnknown),
         }
     }
 
@@ -329,12 +338,21 @@ impl SystemInner {
     /// Queues `h` to `mbox`, a mailbox of `pool`.
     #[inline(always)]
     fn enqueue(&self, pool: &Pool, mbox: &Mbox, h: EventHandle) {
+        self.enqueue_with(pool, mbox, || h);
+    }
+
+    /// [`enqueue`](Self::enqueue) of the handle `make` returns, made once the message's
+    /// block is taken, so that it is written straight into it: built first, the handle
+    /// was written on the stack and copied into the node (callgrind).
+    #[inline(always)]
+    fn enqueue_with(&self, pool: &Pool, mbox: &Mbox, make: impl FnOnce() -> EventHandle) {
         if pool.activity {
             pool.enqueued.fetch_add(1, Ordering::Relaxed);
         }
-        let d = Delivery::new(h, self.link, None, pool.activity);
+        let msg =
+            Message::new_mutable_with(|| Delivery::new(make(), self.link, None, pool.activity));
         // A direct mbox never refuses (a refused event reports itself on drop).
-        let _ = mbox.deliver(Message::new_mutable(d), 0);
+        let _ = mbox.deliver(msg, 0);
     }
 
     #[inline(never)]

@@ -337,6 +337,16 @@ impl Message {
         Message::of(MutableSlot(TakeOnce::new(value)))
     }
 
+    /// [`new_mutable`](Self::new_mutable) of the value `make` returns, made after the
+    /// message's allocation is taken, so that an inlined `make` builds it in place (the
+    /// YDB layer's send path: its 112-byte delivery was built on the stack and copied).
+    #[inline(always)]
+    pub(crate) fn new_mutable_with<T: Send + 'static>(make: impl FnOnce() -> T) -> Self {
+        Message {
+            node: NodePtr::new_with(|| MutableSlot(TakeOnce::new(make()))),
+        }
+    }
+
     /// Puts `inner` into `envelope`. The result has `inner`'s type (and mutability) and is
     /// delivered like it; see [`Envelope`].
     pub fn enveloped<E: Envelope>(inner: Message, envelope: E) -> Self {

@@ -312,19 +312,30 @@ impl NodePtr {
     /// A new node holding `payload`, counted once.
     #[inline]
     pub(super) fn new<P: Payload>(payload: P) -> NodePtr {
+        Self::new_with(|| payload)
+    }
+
+    /// A new node holding the payload `make` returns, counted once. The block is taken
+    /// first and `make` runs after, so that an inlined `make` writes its value straight
+    /// into the node: made before, the value was built on the stack and copied in
+    /// (callgrind, `ydb_send_by_id`: a 112-byte YDB delivery, ~14 instructions a send).
+    /// A panic in `make` loses the block (a leak, never a double use).
+    #[inline(always)]
+    pub(super) fn new_with<P: Payload>(make: impl FnOnce() -> P) -> NodePtr {
         let Some(class) = TableOf::<P>::CLASS else {
-            return NodePtr(NonNull::from(Box::leak(Self::boxed(payload))).cast());
+            return NodePtr(NonNull::from(Box::leak(Self::boxed(make()))).cast());
         };
         let node = pool::alloc_block(class).cast::<Node<P>>();
         // SAFETY: a block of `P`'s node class: large and aligned enough for a `Node<P>`
-        // (`class_of`), unused; `drop_node::<P>` gives it back to the same class.
+        // (`class_of`), unused; `drop_node::<P>` gives it back to the same class. Should
+        // `make` unwind, the block is never written nor reached again.
         unsafe {
             node.as_ptr().write(Node {
                 header: Header {
                     count: AtomicUsize::new(1),
                     table: &TableOf::<P>::TABLE,
                 },
-                payload,
+                payload: make(),
             })
         };
         NodePtr(node.cast())

@@ -287,6 +287,24 @@ impl<T> TakeOnce<T> {
     }
 }
 
+impl<T> TakeOnce<T> {
+    /// [`take`](Self::take) through the one reference to the slot: a plain read and
+    /// write of the flag instead of its atomic swap (`&mut self` excludes every other
+    /// taker).
+    #[inline]
+    pub(crate) fn take_mut(&mut self) -> Option<T> {
+        let taken = self.taken.get_mut();
+        if *taken {
+            return None;
+        }
+        *taken = true;
+        // SAFETY: the flag was `false`, so the value is there; `&mut self` excludes any
+        // other access meanwhile; read once, left as bytes that nothing drops (`Drop` and
+        // every later take see `taken`).
+        Some(unsafe { self.value.get_mut().assume_init_read() })
+    }
+}
+
 impl<T> Drop for TakeOnce<T> {
     fn drop(&mut self) {
         if !*self.taken.get_mut() {

@@ -442,8 +442,18 @@ impl<A: Actor> MailboxAgent<A> {
     }
 
     /// Adopts actors registered with this mailbox and bootstraps each at once (their own
-    /// children recursively: depth = nesting of registrations in bootstraps).
+    /// children recursively: depth = nesting of registrations in bootstraps). Usually
+    /// there are none: checked inline (the call and the empty vector's loop were ~30
+    /// instructions per registered actor, callgrind `ydb_register`).
+    #[inline]
     fn adopt(&mut self, children: Vec<Box<dyn Hosted>>) {
+        if !children.is_empty() {
+            self.adopt_all(children);
+        }
+    }
+
+    #[inline(never)]
+    fn adopt_all(&mut self, children: Vec<Box<dyn Hosted>>) {
         for mut child in children {
             let pool = self.sys.pool(self.pool);
             pool.count_handled();

@@ -248,6 +248,9 @@ impl Drop for AgentCore {
     /// counted as dropped: their receiver is gone without having started.
     fn drop(&mut self) {
         super::name::forget(self.id);
+        if self.unbound.get_mut().pending.is_empty() {
+            return;
+        }
         let pending = std::mem::take(&mut self.unbound.get_mut().pending);
         for kind in pending {
             if let DemandKind::Message { mbox, msg } = kind {
@@ -437,8 +440,10 @@ pub(crate) fn activate(core: &AgentArc, queue: Arc<dyn EventQueue>, key: AgentKe
         queue.push(Demand::bind(key, core.clone(), false));
         queue.push(Demand::new(key, DemandKind::Start));
     }
-    for kind in unbound.pending.drain(..) {
-        queue.push(Demand::new(key, kind));
+    if !unbound.pending.is_empty() {
+        for kind in unbound.pending.drain(..) {
+            queue.push(Demand::new(key, kind));
+        }
     }
     let _ = core.binding.set((queue, key));
 }

@@ -147,7 +147,32 @@ impl Sync {
             .map(|l| std::mem::take(&mut l.dereg_notify))
             .unwrap_or_default()
     }
+
+    /// Step 4 begins: the coop is final; its agents, why it went, and the deregistration
+    /// notices to send now.
+    fn seal(&mut self) -> Sealed {
+        self.status = Status::Final;
+        let reason = self.reason.unwrap_or(DeregReason::Normal);
+        // The deregistration notice never precedes the registration notice: if the
+        // registering thread has not sent that yet, it sends both, in order.
+        let notify = if self.reg_notified {
+            self.take_dereg_notify()
+        } else {
+            if let Some(l) = self.links.as_mut() {
+                l.held = Some(reason);
+            }
+            Vec::new()
+        };
+        (std::mem::take(&mut self.agents), reason, notify)
+    }
 }
+
+/// What [`Sync::seal`] takes out of a final coop.
+type Sealed = (
+    SmallVec<[(AgentArc, Binder, AgentKey); 1]>,
+    DeregReason,
+    Vec<Mbox>,
+);
 
 pub(crate) struct CoopInner {
     pub(crate) id: u64,
@@ -275,68 +300,72 @@ impl CoopInner {
     /// Step 2 for the agents [`Sync::start_finishing`] returned.
     fn finish_agents(self: &Arc<Self>, agents: SmallVec<[AgentArc; 1]>) {
         if agents.is_empty() {
-            self.go_final(false);
+            self.go_final();
         }
         for a in &agents {
             push(a, DemandKind::Finish);
         }
     }
 
-    /// Deregistration step 3 ends here for one agent.
+    /// Deregistration step 3 ends here for one agent. After the last one, step 4 begins
+    /// under the same taking of the coop's lock when it runs right here (see `go_final`):
+    /// one taking less per coop.
     pub(crate) fn agent_finished(self: &Arc<Self>) {
-        let last = {
-            let mut s = self.sync.lock();
-            s.live -= 1;
-            (s.live == 0).then(|| s.agents.iter().all(|(_, b, _)| b.0.unbinds_anywhere()))
-        };
-        if let Some(here) = last {
-            self.go_final(here);
+        let mut s = self.sync.lock();
+        s.live -= 1;
+        if s.live != 0 {
+            return;
         }
+        let here = s.agents.iter().all(|(_, b, _)| b.0.unbinds_anywhere());
+        let env = if here { self.env.upgrade() } else { None };
+        if let Some(env) = env.as_ref().filter(|e| !e.is_shutting_down()) {
+            let sealed = s.seal();
+            drop(s);
+            return self.finalize_sealed(Some(env), true, sealed);
+        }
+        // Released before the environment handle (whose drop may be its last).
+        drop(s);
+        drop(env);
+        self.go_final();
     }
 
-    /// Step 4: right here when `here` (this is the worker that ran the coop's last
-    /// `on_finish`, and every agent's dispatcher unbinds without blocking on any thread:
-    /// all but `active_obj` and `active_group`, which may join the agent's thread) and the
-    /// environment is not shutting down (its teardown stays on the finalizer thread);
-    /// otherwise on the finalizer thread.
+    /// Step 4 on the finalizer thread (or here, with the environment gone). The worker
+    /// that ran the coop's last `on_finish` takes it itself instead (`agent_finished`)
+    /// when every agent's dispatcher unbinds without blocking on any thread (all but
+    /// `active_obj` and `active_group`, which may join the agent's thread) and the
+    /// environment is not shutting down (its teardown stays on the finalizer thread).
     ///
     /// Why: with the finalizer thread, a stream of deregistrations had two threads freeing
     /// the same allocator arena at once (the worker the executors, the finalizer the cores
     /// and coops, all allocated by the worker) and waking each other: the profile of the
     /// peerbench stop workload showed ~40 000 futex calls per 100 000 agents on the
-    /// arena's lock, and finalizing here cut its time by a quarter.
-    fn go_final(self: &Arc<Self>, here: bool) {
+    /// arena's lock, and finalizing on the worker cut its time by a quarter.
+    fn go_final(self: &Arc<Self>) {
         match self.env.upgrade() {
-            Some(env) if here && !env.is_shutting_down() => self.finalize_on(Some(&env), true),
             Some(env) => env.schedule_final(self.clone()),
             None => self.finalize(None),
         }
     }
 
     /// Deregistration step 4, on the environment's finalizer thread (or on the worker
-    /// that ran the last `on_finish`, see `go_final`).
+    /// that ran the last `on_finish`, see `agent_finished`).
     pub(crate) fn finalize(self: &Arc<Self>, env: Option<&Environment>) {
         self.finalize_on(env, false);
     }
 
     /// `on_worker`: running on a dispatcher's worker, not on the finalizer thread.
     fn finalize_on(self: &Arc<Self>, env: Option<&Environment>, on_worker: bool) {
-        let (agents, reason, notify) = {
-            let mut s = self.sync.lock();
-            s.status = Status::Final;
-            let reason = s.reason.unwrap_or(DeregReason::Normal);
-            // The deregistration notice never precedes the registration notice: if the
-            // registering thread has not sent that yet, it sends both, in order.
-            let notify = if s.reg_notified {
-                s.take_dereg_notify()
-            } else {
-                if let Some(l) = s.links.as_mut() {
-                    l.held = Some(reason);
-                }
-                Vec::new()
-            };
-            (std::mem::take(&mut s.agents), reason, notify)
-        };
+        let sealed = self.sync.lock().seal();
+        self.finalize_sealed(env, on_worker, sealed);
+    }
+
+    /// The rest of step 4, after [`Sync::seal`].
+    fn finalize_sealed(
+        self: &Arc<Self>,
+        env: Option<&Environment>,
+        on_worker: bool,
+        (agents, reason, notify): Sealed,
+    ) {
         // The executors were dropped on their workers after `Finish`, before the agents
         // were counted out.
         for (a, binder, key) in agents {

@@ -83,8 +83,12 @@ struct Sync {
     finishing: bool,
     /// Registration notifications have been sent (registration step 5).
     reg_notified: bool,
+    /// Why it is being (or was) deregistered; while `Registering`, the deregistration
+    /// requested meanwhile (carried out when registration completes). One field for
+    /// both: `CoopInner` is then 104 bytes, and with `Arc`'s counts a 128-byte malloc
+    /// chunk, which glibc frees to a fast bin (the 144-byte one went through the
+    /// unsorted bin and consolidation, ~250 instructions a free, callgrind).
     reason: Option<DeregReason>,
-    dereg_requested: Option<DeregReason>,
 }
 
 /// What a coop links to besides its agents.
@@ -114,7 +118,6 @@ impl Sync {
             finishing: false,
             reg_notified: false,
             reason: None,
-            dereg_requested: None,
         }
     }
 
@@ -222,7 +225,9 @@ impl CoopInner {
 
     /// Why the coop is being (or was) deregistered; `None` while it is registered.
     pub(crate) fn dereg_reason(&self) -> Option<DeregReason> {
-        self.sync.lock().reason
+        let s = self.sync.lock();
+        // While registering, `reason` is only a request.
+        s.reason.filter(|_| s.status != Status::Registering)
     }
 
     /// The coop's reaction, inherited from its parents.
@@ -260,7 +265,7 @@ impl CoopInner {
             let mut s = self.sync.lock();
             match s.status {
                 Status::Registering => {
-                    s.dereg_requested.get_or_insert(reason);
+                    s.reason.get_or_insert(reason);
                     return;
                 }
                 Status::Registered => {}
@@ -551,7 +556,8 @@ pub(crate) fn register(coop: Coop) -> Result<CoopHandle, RegisterError> {
         // notices must wait for: it is done here, under this lock (one taking of the
         // coop's lock less per registration).
         s.reg_notified = reg_notify.is_empty();
-        s.dereg_requested.take()
+        // A deregistration requested while registering (`reason`), carried out below.
+        s.reason.take()
     };
     let handle = CoopHandle::from_inner(&inner);
     // Step 5.

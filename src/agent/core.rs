@@ -157,7 +157,22 @@ impl AgentCore {
     }
 
     pub(crate) fn direct_set_subscribed(&self, ty: TypeId, on: bool) {
-        self.direct_update(|t| t.entry_or_insert_with(ty, DirectEntry::default).subscribed = on);
+        // One lookup where an entry exists, a lookup and a push where it does not (and
+        // nothing for an unsubscription of a type without one): `entry_or_insert_with`
+        // looked the key up three times.
+        self.direct_update(|t| match t.get_mut(&ty) {
+            Some(e) => e.subscribed = on,
+            None if on => {
+                t.insert(
+                    ty,
+                    DirectEntry {
+                        subscribed: true,
+                        filter: None,
+                    },
+                );
+            }
+            None => {}
+        });
     }
 
     pub(crate) fn direct_set_filter(&self, ty: MessageType, filter: Option<DeliveryFilter>) {
@@ -175,7 +190,9 @@ impl AgentCore {
             return;
         }
         drop(t);
-        self.direct_update(|t| *t = SmallMap::default());
+        let mut t = self.direct.write();
+        *t = SmallMap::default();
+        self.fast_types.publish(Some(&[]));
     }
 
     /// Changes the table and publishes the fast copy, both under the write lock.
@@ -185,19 +202,20 @@ impl AgentCore {
         let mut t = self.direct.write();
         change(&mut t);
         t.retain(|_, e| e.subscribed || e.filter.is_some());
-        let exact = t.iter().count() <= fast_types::SLOTS
-            && t.iter().all(|(_, e)| e.filter.is_none() && e.subscribed);
-        if exact {
-            let mut keys = [0u32; fast_types::SLOTS];
-            let mut n = 0;
-            for (k, _) in t.iter() {
-                keys[n] = type_key(k);
-                n += 1;
+        // One walk: the copy is exact while every entry is a plain subscription and they
+        // fit its slots.
+        let mut keys = [0u32; fast_types::SLOTS];
+        let mut n = 0;
+        let mut exact = true;
+        for (k, e) in t.iter() {
+            if n == fast_types::SLOTS || e.filter.is_some() || !e.subscribed {
+                exact = false;
+                break;
             }
-            self.fast_types.publish(Some(&keys[..n]));
-        } else {
-            self.fast_types.publish(None);
+            keys[n] = type_key(k);
+            n += 1;
         }
+        self.fast_types.publish(exact.then_some(&keys[..n]));
     }
 
     /// Whether a message for this agent would surely be queued for it, and then could run
@@ -248,6 +266,9 @@ impl Drop for AgentCore {
     /// counted as dropped: their receiver is gone without having started.
     fn drop(&mut self) {
         super::name::forget(self.id);
+        if self.unbound.get_mut().pending.is_empty() {
+            return;
+        }
         let pending = std::mem::take(&mut self.unbound.get_mut().pending);
         for kind in pending {
             if let DemandKind::Message { mbox, msg } = kind {
@@ -437,8 +458,10 @@ pub(crate) fn activate(core: &AgentArc, queue: Arc<dyn EventQueue>, key: AgentKe
         queue.push(Demand::bind(key, core.clone(), false));
         queue.push(Demand::new(key, DemandKind::Start));
     }
-    for kind in unbound.pending.drain(..) {
-        queue.push(Demand::new(key, kind));
+    if !unbound.pending.is_empty() {
+        for kind in unbound.pending.drain(..) {
+            queue.push(Demand::new(key, kind));
+        }
     }
     let _ = core.binding.set((queue, key));
 }

@@ -83,10 +83,12 @@ struct Sync {
     finishing: bool,
     /// Registration notifications have been sent (registration step 5).
     reg_notified: bool,
+    /// Why it is being (or was) deregistered; while `Registering`, the deregistration
+    /// requested meanwhile (carried out when registration completes). One field for
+    /// both: `CoopInner` is then 104 bytes, and with `Arc`'s counts a 128-byte malloc
+    /// chunk, which glibc frees to a fast bin (the 144-byte one went through the
+    /// unsorted bin and consolidation, ~250 instructions a free, callgrind).
     reason: Option<DeregReason>,
-    dereg_requested: Option<DeregReason>,
-    /// The coop went final before step 5: its deregistration notifications wait for it.
-    dereg_notify_held: Option<DeregReason>,
 }
 
 /// What a coop links to besides its agents.
@@ -94,6 +96,10 @@ struct Sync {
 struct Links {
     children: Vec<Arc<CoopInner>>,
     dereg_notify: Vec<Mbox>,
+    /// The coop went final before step 5: its deregistration notifications wait for it
+    /// (here, not in `Sync`: only a coop with notices has any to hold, and `CoopInner`
+    /// is then 8 bytes smaller).
+    held: Option<DeregReason>,
 }
 
 impl Sync {
@@ -105,14 +111,13 @@ impl Sync {
                 Box::new(Links {
                     children: Vec::new(),
                     dereg_notify,
+                    held: None,
                 })
             }),
             live: 0,
             finishing: false,
             reg_notified: false,
             reason: None,
-            dereg_requested: None,
-            dereg_notify_held: None,
         }
     }
 
@@ -145,7 +150,32 @@ impl Sync {
             .map(|l| std::mem::take(&mut l.dereg_notify))
             .unwrap_or_default()
     }
+
+    /// Step 4 begins: the coop is final; its agents, why it went, and the deregistration
+    /// notices to send now.
+    fn seal(&mut self) -> Sealed {
+        self.status = Status::Final;
+        let reason = self.reason.unwrap_or(DeregReason::Normal);
+        // The deregistration notice never precedes the registration notice: if the
+        // registering thread has not sent that yet, it sends both, in order.
+        let notify = if self.reg_notified {
+            self.take_dereg_notify()
+        } else {
+            if let Some(l) = self.links.as_mut() {
+                l.held = Some(reason);
+            }
+            Vec::new()
+        };
+        (std::mem::take(&mut self.agents), reason, notify)
+    }
 }
+
+/// What [`Sync::seal`] takes out of a final coop.
+type Sealed = (
+    SmallVec<[(AgentArc, Binder, AgentKey); 1]>,
+    DeregReason,
+    Vec<Mbox>,
+);
 
 pub(crate) struct CoopInner {
     pub(crate) id: u64,
@@ -195,7 +225,9 @@ impl CoopInner {
 
     /// Why the coop is being (or was) deregistered; `None` while it is registered.
     pub(crate) fn dereg_reason(&self) -> Option<DeregReason> {
-        self.sync.lock().reason
+        let s = self.sync.lock();
+        // While registering, `reason` is only a request.
+        s.reason.filter(|_| s.status != Status::Registering)
     }
 
     /// The coop's reaction, inherited from its parents.
@@ -233,7 +265,7 @@ impl CoopInner {
             let mut s = self.sync.lock();
             match s.status {
                 Status::Registering => {
-                    s.dereg_requested.get_or_insert(reason);
+                    s.reason.get_or_insert(reason);
                     return;
                 }
                 Status::Registered => {}
@@ -273,69 +305,75 @@ impl CoopInner {
     /// Step 2 for the agents [`Sync::start_finishing`] returned.
     fn finish_agents(self: &Arc<Self>, agents: SmallVec<[AgentArc; 1]>) {
         if agents.is_empty() {
-            self.go_final(false);
+            self.go_final();
         }
         for a in &agents {
             push(a, DemandKind::Finish);
         }
     }
 
-    /// Deregistration step 3 ends here for one agent.
+    /// Deregistration step 3 ends here for one agent. After the last one, step 4 begins
+    /// under the same taking of the coop's lock when it runs right here (see `go_final`
+    /// for when): one taking less per coop.
     pub(crate) fn agent_finished(self: &Arc<Self>) {
-        let last = {
-            let mut s = self.sync.lock();
-            s.live -= 1;
-            (s.live == 0).then(|| s.agents.iter().all(|(_, b, _)| b.0.unbinds_anywhere()))
-        };
-        if let Some(here) = last {
-            self.go_final(here);
+        let mut s = self.sync.lock();
+        s.live -= 1;
+        if s.live != 0 {
+            return;
         }
+        let here = s.agents.iter().all(|(_, b, _)| b.0.unbinds_anywhere());
+        let env = if here { self.env.upgrade() } else { None };
+        if let Some(env) = env.as_ref().filter(|e| !e.is_shutting_down()) {
+            let sealed = s.seal();
+            drop(s);
+            return self.finalize_sealed(Some(env), true, sealed);
+        }
+        // Released before the environment handle (whose drop may be its last).
+        drop(s);
+        drop(env);
+        self.go_final();
     }
 
-    /// Step 4: right here when `here` (this is the worker that ran the coop's last
-    /// `on_finish`, and every agent's dispatcher unbinds without blocking on any thread:
-    /// all but `active_obj` and `active_group`, which may join the agent's thread) and the
-    /// environment is not shutting down (its teardown stays on the finalizer thread);
-    /// otherwise on the finalizer thread.
+    /// Step 4 on the finalizer thread (or here, with the environment gone). The worker
+    /// that ran the coop's last `on_finish` takes it itself instead (`agent_finished`)
+    /// when every agent's dispatcher unbinds without blocking on any thread (all but
+    /// `active_obj` and `active_group`, which may join the agent's thread) and the
+    /// environment is not shutting down (its teardown stays on the finalizer thread).
     ///
     /// Why: with the finalizer thread, a stream of deregistrations had two threads freeing
     /// the same allocator arena at once (the worker the executors, the finalizer the cores
     /// and coops, all allocated by the worker) and waking each other: the profile of the
     /// peerbench stop workload showed ~40 000 futex calls per 100 000 agents on the
-    /// arena's lock, and finalizing here cut its time by a quarter.
-    fn go_final(self: &Arc<Self>, here: bool) {
+    /// arena's lock, and finalizing on the worker cut its time by a quarter.
+    fn go_final(self: &Arc<Self>) {
         match self.env.upgrade() {
-            Some(env) if here && !env.is_shutting_down() => self.finalize_on(Some(&env), true),
             Some(env) => env.schedule_final(self.clone()),
             None => self.finalize(None),
         }
     }
 
     /// Deregistration step 4, on the environment's finalizer thread (or on the worker
-    /// that ran the last `on_finish`, see `go_final`).
+    /// that ran the last `on_finish`, see `agent_finished`).
     pub(crate) fn finalize(self: &Arc<Self>, env: Option<&Environment>) {
         self.finalize_on(env, false);
     }
 
     /// `on_worker`: running on a dispatcher's worker, not on the finalizer thread.
     fn finalize_on(self: &Arc<Self>, env: Option<&Environment>, on_worker: bool) {
-        let (agents, reason, notify) = {
-            let mut s = self.sync.lock();
-            s.status = Status::Final;
-            let reason = s.reason.unwrap_or(DeregReason::Normal);
-            // The deregistration notice never precedes the registration notice: if the
-            // registering thread has not sent that yet, it sends both, in order.
-            let notify = if s.reg_notified {
-                s.take_dereg_notify()
-            } else {
-                s.dereg_notify_held = Some(reason);
-                Vec::new()
-            };
-            (std::mem::take(&mut s.agents), reason, notify)
-        };
+        let sealed = self.sync.lock().seal();
+        self.finalize_sealed(env, on_worker, sealed);
+    }
+
+    /// The rest of step 4, after [`Sync::seal`].
+    fn finalize_sealed(
+        self: &Arc<Self>,
+        env: Option<&Environment>,
+        on_worker: bool,
+        (agents, reason, notify): Sealed,
+    ) {
         // The executors were dropped on their workers after `Finish`, before the agents
         // were counted out.
-        for (a, binder, key) in agents {
+        let release = |(a, binder, key): (AgentArc, Binder, AgentKey)| {
             binder.0.unbind(&AgentRef(a), key);
             match env {
                 // The last reference to a dispatcher stops and joins its threads when
@@ -354,6 +392,15 @@ impl CoopInner {
                 }
                 _ => drop(binder),
             }
+        };
+        let mut agents = agents;
+        if agents.len() == 1 {
+            // The common one-agent coop, without the list's iterator (~40 instructions).
+            if let Some(one) = agents.pop() {
+                release(one);
+            }
+        } else {
+            agents.into_iter().for_each(release);
         }
         if let (Some(env), true, None) = (env, notify.is_empty(), &self.parent) {
             // Nothing to do between the unlinking and the environment's check: one lock.
@@ -401,19 +448,36 @@ fn discard(agents: SmallVec<[Candidate; 1]>) {
 }
 
 /// Registration, steps 1 to 5.
-pub(crate) fn register(mut coop: Coop) -> Result<CoopHandle, RegisterError> {
-    let env = coop.env.clone();
-    let parent = match &coop.parent {
+pub(crate) fn register(coop: Coop) -> Result<CoopHandle, RegisterError> {
+    // Taken apart by moves (no clone of the environment, no drop of an emptied `Coop`);
+    // until `agents` is taken out of `candidates`, an early return drops them as an
+    // unregistered coop's.
+    let Coop {
+        env,
+        agents: mut candidates,
+        parent,
+        binder: default_binder,
+        reaction,
+        notify,
+    } = coop;
+    let parent = match &parent {
         Some(p) => Some(p.upgrade().ok_or(RegisterError::ParentNotRegistered)?),
         None => None,
     };
     if env.is_shutting_down() {
         return Err(RegisterError::ShuttingDown);
     }
-    let default_binder = coop.binder.take();
+    let (reg_notify, dereg_notify) = match notify {
+        Some(n) => {
+            let n = *n;
+            (n.reg, n.dereg)
+        }
+        None => (Vec::new(), Vec::new()),
+    };
     // Resolved in place: collecting into a new list cost more than the rest of
     // registering a one-agent coop (profile of the spawn benchmark).
-    let mut agents: SmallVec<[Candidate; 1]> = std::mem::take(&mut coop.agents);
+    let mut agents: SmallVec<[Candidate; 1]> = std::mem::take(&mut candidates.0);
+    drop(candidates);
     for (_, _, b) in agents.iter_mut() {
         if b.is_none() {
             *b = Some(
@@ -423,15 +487,13 @@ pub(crate) fn register(mut coop: Coop) -> Result<CoopHandle, RegisterError> {
             );
         }
     }
+    drop(default_binder);
     let inner = Arc::new(CoopInner {
         id: MboxId::next().0,
         env: env.downgrade(),
         parent,
-        reaction: coop.reaction,
-        sync: Mutex::new(Sync::new(
-            Status::Registering,
-            std::mem::take(&mut coop.dereg_notify),
-        )),
+        reaction,
+        sync: Mutex::new(Sync::new(Status::Registering, dereg_notify)),
         registry_slot: std::sync::atomic::AtomicU32::new(u32::MAX),
     });
     // Step 1.
@@ -466,28 +528,41 @@ pub(crate) fn register(mut coop: Coop) -> Result<CoopHandle, RegisterError> {
     // Step 4: every agent is bound before the first `Start` is queued.
     let requested = {
         let mut s = inner.sync.lock();
-        let mut bound: SmallVec<[_; 1]> = SmallVec::with_capacity(agents.len());
-        for (a, _, b) in &agents {
-            bound.push(binder(b).0.bind(a));
-        }
-        s.agents.reserve_exact(agents.len());
-        for ((a, exec, b), (queue, key)) in agents.into_iter().zip(bound) {
-            a.0.set_status(ACTIVE);
-            activate(&a.0, queue, key, exec);
-            let b = b.unwrap_or_else(|| unreachable!("binders are resolved first"));
-            s.agents.push((a.0, b, key));
+        if agents.len() == 1 {
+            // The common one-agent coop: bound, then activated, without the list of
+            // bindings and its zipped walk (~90 instructions per spawn, callgrind).
+            if let Some((a, exec, b)) = agents.pop() {
+                let b = b.unwrap_or_else(|| unreachable!("binders are resolved first"));
+                let (queue, key) = b.0.bind(&a);
+                a.0.set_status(ACTIVE);
+                activate(&a.0, queue, key, exec);
+                s.agents.push((a.0, b, key));
+            }
+        } else {
+            let mut bound: SmallVec<[_; 1]> = SmallVec::with_capacity(agents.len());
+            for (a, _, b) in &agents {
+                bound.push(binder(b).0.bind(a));
+            }
+            s.agents.reserve_exact(agents.len());
+            for ((a, exec, b), (queue, key)) in agents.into_iter().zip(bound) {
+                a.0.set_status(ACTIVE);
+                activate(&a.0, queue, key, exec);
+                let b = b.unwrap_or_else(|| unreachable!("binders are resolved first"));
+                s.agents.push((a.0, b, key));
+            }
         }
         s.status = Status::Registered;
         // With no registration notices to send, step 5 has nothing that deregistration
         // notices must wait for: it is done here, under this lock (one taking of the
         // coop's lock less per registration).
-        s.reg_notified = coop.reg_notify.is_empty();
-        s.dereg_requested.take()
+        s.reg_notified = reg_notify.is_empty();
+        // A deregistration requested while registering (`reason`), carried out below.
+        s.reason.take()
     };
     let handle = CoopHandle::from_inner(&inner);
     // Step 5.
-    if !coop.reg_notify.is_empty() {
-        for m in &coop.reg_notify {
+    if !reg_notify.is_empty() {
+        for m in &reg_notify {
             let _ = m.send(CoopRegistered {
                 coop: handle.clone(),
             });
@@ -495,8 +570,9 @@ pub(crate) fn register(mut coop: Coop) -> Result<CoopHandle, RegisterError> {
         let held = {
             let mut s = inner.sync.lock();
             s.reg_notified = true;
-            s.dereg_notify_held
-                .take()
+            s.links
+                .as_mut()
+                .and_then(|l| l.held.take())
                 .map(|reason| (s.take_dereg_notify(), reason))
         };
         if let Some((notify, reason)) = held {

@@ -201,13 +201,13 @@ impl<A: Agent> Inner<A> {
     /// handlers, and runs it.
     #[inline]
     fn handle_message(&mut self, mbox: MboxId, msg: &Message) -> Result<(), StateError> {
-        // The common case: a handler in the current state or a parent.
-        if let Some(Action::Handler(slot)) =
-            self.ctx
-                .subs
-                .find(mbox.0, msg.type_id(), &self.ctx.states.current)
+        // The common case: a handler in the current state or a parent (the last one found,
+        // most often).
+        let ctx = &mut self.ctx;
+        if let Some(slot) = ctx
+            .subs
+            .find_handler(mbox.0, msg.type_id(), &ctx.states.current)
         {
-            let slot = *slot;
             self.call_event(slot, mbox, msg);
             return self.apply_pending();
         }

@@ -96,13 +96,23 @@ impl SerialQueue {
         self.send(Demand::stop_worker());
     }
 
-    /// A push on the worker itself.
-    #[inline]
+    /// A push on the worker itself. The drain (rule 2) is out of line: a push that needs
+    /// none is then small enough for the thread-local access to be inlined (a call and
+    /// frame less per message, callgrind).
+    #[inline(always)]
     fn push_local(&self, demand: Demand) {
+        if self.channel_may_hold() {
+            return self.push_local_after_drain(demand);
+        }
+        LOCAL.with_borrow_mut(|q| q.push_back(demand));
+    }
+
+    /// [`push_local`](Self::push_local) when the channel may hold demands: they go first.
+    #[cold]
+    #[inline(never)]
+    fn push_local_after_drain(&self, demand: Demand) {
         LOCAL.with_borrow_mut(|q| {
-            if self.channel_may_hold() {
-                self.drain_into(q);
-            }
+            self.drain_into(q);
             q.push_back(demand);
         });
     }
@@ -241,16 +251,26 @@ impl SerialQueue {
                 continue;
             }
             spin.found();
-            // One call site for `run`: with two (one per tracking mode) it stopped being
-            // inlined, at 24 more instructions per message.
-            for _ in 0..BURST {
-                let Some(d) = LOCAL.with_borrow_mut(VecDeque::pop_front) else {
-                    break;
-                };
-                let started = self.activity.as_ref().map(|_| std::time::Instant::now());
-                agents.run(d);
-                if let (Some(a), Some(t)) = (&self.activity, started) {
-                    a.worked_since(t);
+            // A loop per tracking mode: the untracked one asks nothing per demand (`run`
+            // is inlined into both).
+            match &self.activity {
+                None => {
+                    for _ in 0..BURST {
+                        let Some(d) = LOCAL.with_borrow_mut(VecDeque::pop_front) else {
+                            break;
+                        };
+                        agents.run(d);
+                    }
+                }
+                Some(a) => {
+                    for _ in 0..BURST {
+                        let Some(d) = LOCAL.with_borrow_mut(VecDeque::pop_front) else {
+                            break;
+                        };
+                        let started = std::time::Instant::now();
+                        agents.run(d);
+                        a.worked_since(started);
+                    }
                 }
             }
         }

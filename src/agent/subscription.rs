@@ -52,26 +52,6 @@ pub(crate) type NewHandlers<A> = SmallVec<[(usize, Handler<A>); 1]>;
 /// Key of the handler index: (mbox id, message type, state id).
 type Key = (u64, TypeId, u64);
 
-/// A key of the index and the slot of the plain handler it leads to (see
-/// `Subscriptions::last`). No mbox has the id `u64::MAX` (ids count up from 1): the empty
-/// value matches nothing.
-#[derive(Clone, Copy)]
-struct LastHit {
-    mbox: u64,
-    ty: TypeId,
-    state: u64,
-    slot: usize,
-}
-
-impl LastHit {
-    const EMPTY: LastHit = LastHit {
-        mbox: u64::MAX,
-        ty: TypeId::of::<()>(),
-        state: 0,
-        slot: 0,
-    };
-}
-
 /// A subscribed mbox, keyed by (mbox id, `TypeId`): the key holds the type's id, so the
 /// entry keeps only the rest of its `MessageType` (24 bytes less in every agent).
 struct MboxUse {
@@ -91,12 +71,13 @@ pub(crate) struct Subscriptions<A: Agent> {
     // One entry inline: most agents subscribe to one type from one mbox, and then hold no
     // allocation for it.
     index: SmallMap<Key, Action, 1>,
-    /// The last plain handler [`find_handler`](Self::find_handler) found: its key (for the
-    /// state the agent was in, which may have found it in a parent) and slot. Emptied by
-    /// every change of the index (a state's parents never change), so a hit is what the
-    /// index would say. A conversation repeats one key, and a hit costs four comparisons
-    /// where the index's scan cost ~50 instructions per message (callgrind, ping-pong).
-    last: LastHit,
+    /// Where in the index (a small one) [`find_handler`](Self::find_handler) found its
+    /// last hit, or `u32::MAX`. A conversation repeats one key: comparing the entry there
+    /// costs a few instructions where the index's scan cost ~50 per message (callgrind,
+    /// ping-pong). The entry's key is compared whole, so a stale position only misses.
+    /// (A position, not a copy of the key: 4 bytes beside the flags below, where a key
+    /// took 40 bytes more per agent.)
+    last: u32,
     /// Number of index entries (or hooks) that use each slot.
     slot_uses: SmallVec<[u32; 2]>,
     /// Behind `SyncWrapper` (only ever reached through `&mut`): with it an agent's executor
@@ -111,9 +92,10 @@ pub(crate) struct Subscriptions<A: Agent> {
     /// The agent's message limits are fixed (at its first subscription or after `define`);
     /// kept here, beside the other flags, where it costs no bytes of its own.
     pub(crate) limits_fixed: bool,
-    /// Slots wait in `rare.freed` (read for every message: a flag beside the others, not
-    /// a look into `rare`, which agents subscribed to other mboxes have).
-    has_freed: bool,
+    /// Handlers wait in `new_handlers`, or slots in `rare.freed` (read for every message:
+    /// one flag beside the others, not a look into either list, which cost 4 instructions
+    /// more per message, callgrind).
+    pending: bool,
 }
 
 struct SubsRare<A: Agent> {
@@ -148,14 +130,14 @@ impl<A: Agent> Default for Subscriptions<A> {
     fn default() -> Self {
         Subscriptions {
             index: SmallMap::default(),
-            last: LastHit::EMPTY,
+            last: u32::MAX,
             slot_uses: SmallVec::new(),
             new_handlers: SyncWrapper::new(SmallVec::new()),
             rare: None,
             finished: false,
             deactivated: false,
             limits_fixed: false,
-            has_freed: false,
+            pending: false,
         }
     }
 }
@@ -182,9 +164,11 @@ impl<A: Agent> Subscriptions<A> {
         self.rare.get_or_insert_default()
     }
 
-    /// Slots emptied since the last call, for the executor to clear in its slab.
+    /// Slots emptied since the last call, for the executor to clear in its slab. Taken
+    /// after the new handlers (`new_handlers`): nothing is pending after the two.
     pub(crate) fn take_freed(&mut self) -> Vec<usize> {
-        self.has_freed = false;
+        debug_assert!(self.new_handlers.get_mut().is_empty());
+        self.pending = false;
         self.rare
             .as_mut()
             .map(|r| std::mem::take(&mut r.freed))
@@ -205,13 +189,13 @@ impl<A: Agent> Subscriptions<A> {
 
     /// The slot of the plain handler for a message in `state` or the nearest parent that
     /// has an action for it; `None` if that action is something else (or there is none).
-    /// Remembers the last hit (see `last`).
+    /// Tries the last hit's entry first (see `last`).
     #[inline(always)]
     pub(crate) fn find_handler(&mut self, mbox: u64, ty: TypeId, state: &State) -> Option<usize> {
-        let sid = state.id();
-        let last = &self.last;
-        if last.mbox == mbox && last.ty == ty && last.state == sid {
-            return Some(last.slot);
+        if let Some(((m, t, s), Action::Handler(slot))) = self.index.get_at(self.last as usize) {
+            if *m == mbox && *t == ty && *s == state.id() {
+                return Some(*slot);
+            }
         }
         self.find_handler_slow(mbox, ty, state)
     }
@@ -220,22 +204,21 @@ impl<A: Agent> Subscriptions<A> {
     fn find_handler_slow(&mut self, mbox: u64, ty: TypeId, state: &State) -> Option<usize> {
         match self.find(mbox, ty, state) {
             Some(&Action::Handler(slot)) => {
-                self.last = LastHit {
-                    mbox,
-                    ty,
-                    state: state.id(),
-                    slot,
-                };
+                // Remembered only when found in `state` itself (not in a parent): the
+                // entry's key then is the one the next lookup compares.
+                if let Some(i) = self.index.position(&(mbox, ty, state.id())) {
+                    self.last = u32::try_from(i).unwrap_or(u32::MAX);
+                }
                 Some(slot)
             }
             _ => None,
         }
     }
 
-    /// Forgets the last hit: the index changes.
+    /// Forgets the last hit's position: the index changes (positions may move).
     #[inline]
     fn index_changed(&mut self) {
-        self.last = LastHit::EMPTY;
+        self.last = u32::MAX;
     }
 
     pub(crate) fn dead_letter(&self, mbox: u64, ty: TypeId) -> Option<usize> {
@@ -254,6 +237,7 @@ impl<A: Agent> Subscriptions<A> {
         });
         self.slot_uses[slot] = uses;
         self.new_handlers.get_mut().push((slot, h));
+        self.pending = true;
         slot
     }
 
@@ -261,7 +245,7 @@ impl<A: Agent> Subscriptions<A> {
         self.slot_uses[slot] -= 1;
         if self.slot_uses[slot] == 0 {
             self.rare_mut().freed.push(slot);
-            self.has_freed = true;
+            self.pending = true;
         }
     }
 
@@ -275,7 +259,7 @@ impl<A: Agent> Subscriptions<A> {
 
     #[inline]
     pub(crate) fn has_pending(&mut self) -> bool {
-        !self.new_handlers.get_mut().is_empty() || self.has_freed
+        self.pending
     }
 
     /// The subscriptions (in any state) and dead-letter handlers of `ty` from mbox `mbox`.

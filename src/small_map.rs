@@ -35,25 +35,6 @@ impl<K: Eq + Hash + Copy, V, const N: usize> SmallMap<K, V, N> {
         }
     }
 
-    /// The entry at position `i` of a small map (`None` past its end, and for a large map):
-    /// positions stay as they are until the map changes.
-    #[inline(always)]
-    pub(crate) fn get_at(&self, i: usize) -> Option<&(K, V)> {
-        match self {
-            SmallMap::Small(v) => v.get(i),
-            SmallMap::Large(_) => None,
-        }
-    }
-
-    /// The position of `key` in a small map, for [`get_at`](Self::get_at); `None` if it is
-    /// absent or the map is large.
-    pub(crate) fn position(&self, key: &K) -> Option<usize> {
-        match self {
-            SmallMap::Small(v) => v.iter().position(|(k, _)| k == key),
-            SmallMap::Large(_) => None,
-        }
-    }
-
     pub(crate) fn get_mut(&mut self, key: &K) -> Option<&mut V> {
         match self {
             SmallMap::Small(v) => v.iter_mut().find(|(k, _)| k == key).map(|(_, v)| v),

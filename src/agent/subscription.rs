@@ -19,7 +19,9 @@ use crate::mbox::{DeliveryFilter, Mbox, MboxKind, Sink, SubscribeError};
 use crate::message::{Message, MessageType};
 use crate::small_map::SmallMap;
 
-pub(crate) type EventFn<A> = Box<dyn FnMut(&mut A, &mut Context<A>, &Message) + Send>;
+/// An event handler; returns whether the message was of its type (and it ran): the
+/// executor's handler cache relies on that answer (see `Subscriptions::last`).
+pub(crate) type EventFn<A> = Box<dyn FnMut(&mut A, &mut Context<A>, &Message) -> bool + Send>;
 pub(crate) type HookFn<A> = Box<dyn FnMut(&mut A, &mut Context<A>) + Send>;
 pub(crate) type SafeFn<A> = Arc<dyn Fn(&A, &ThreadSafeContext<'_>, &Message) + Send + Sync>;
 
@@ -71,12 +73,14 @@ pub(crate) struct Subscriptions<A: Agent> {
     // One entry inline: most agents subscribe to one type from one mbox, and then hold no
     // allocation for it.
     index: SmallMap<Key, Action, 1>,
-    /// Where in the index (a small one) [`find_handler`](Self::find_handler) found its
-    /// last hit, or `u32::MAX`. A conversation repeats one key: comparing the entry there
-    /// costs a few instructions where the index's scan cost ~50 per message (callgrind,
-    /// ping-pong). The entry's key is compared whole, so a stale position only misses.
-    /// (A position, not a copy of the key: 4 bytes beside the flags below, where a key
-    /// took 40 bytes more per agent.)
+    /// The slot of the plain handler the last lookup for a message from the agent's own
+    /// direct mbox found, or `u32::MAX`; emptied by every change of the index and every
+    /// state switch. A conversation repeats one type: the executor first offers the message
+    /// to this handler, which runs only if the message is of its type (`EventFn` says
+    /// whether it did) — the handler's own check of the type, which it makes anyway, in
+    /// place of the index's scan (~50 instructions per message, callgrind, ping-pong). For
+    /// a message from the own mbox, in an unchanged state and index, a handler of its type
+    /// is exactly what the lookup would find. 4 bytes beside the flags below.
     last: u32,
     /// Number of index entries (or hooks) that use each slot.
     slot_uses: SmallVec<[u32; 2]>,
@@ -187,27 +191,28 @@ impl<A: Agent> Subscriptions<A> {
         }
     }
 
-    /// The slot of the plain handler for a message in `state` or the nearest parent that
-    /// has an action for it; `None` if that action is something else (or there is none).
-    /// Tries the last hit's entry first (see `last`).
+    /// The handler slot of the last lookup for the own direct mbox (see `last`).
     #[inline(always)]
-    pub(crate) fn find_handler(&mut self, mbox: u64, ty: TypeId, state: &State) -> Option<usize> {
-        if let Some(((m, t, s), Action::Handler(slot))) = self.index.get_at(self.last as usize) {
-            if *m == mbox && *t == ty && *s == state.id() {
-                return Some(*slot);
-            }
-        }
-        self.find_handler_slow(mbox, ty, state)
+    pub(crate) fn last_handler(&self) -> Option<usize> {
+        (self.last != u32::MAX).then_some(self.last as usize)
     }
 
-    #[inline(never)]
-    fn find_handler_slow(&mut self, mbox: u64, ty: TypeId, state: &State) -> Option<usize> {
+    /// The slot of the plain handler for a message in `state` or the nearest parent that
+    /// has an action for it; `None` if that action is something else (or there is none).
+    /// With `own` (the message is from the agent's own direct mbox), a slot found is
+    /// remembered (see `last`).
+    #[inline]
+    pub(crate) fn find_handler(
+        &mut self,
+        mbox: u64,
+        ty: TypeId,
+        state: &State,
+        own: bool,
+    ) -> Option<usize> {
         match self.find(mbox, ty, state) {
             Some(&Action::Handler(slot)) => {
-                // Remembered only when found in `state` itself (not in a parent): the
-                // entry's key then is the one the next lookup compares.
-                if let Some(i) = self.index.position(&(mbox, ty, state.id())) {
-                    self.last = u32::try_from(i).unwrap_or(u32::MAX);
+                if own {
+                    self.last = u32::try_from(slot).unwrap_or(u32::MAX);
                 }
                 Some(slot)
             }
@@ -215,7 +220,13 @@ impl<A: Agent> Subscriptions<A> {
         }
     }
 
-    /// Forgets the last hit's position: the index changes (positions may move).
+    /// Forgets the last handler: the agent switches state.
+    #[inline]
+    pub(crate) fn state_changed(&mut self) {
+        self.last = u32::MAX;
+    }
+
+    /// Forgets the last handler: the index changes.
     #[inline]
     fn index_changed(&mut self) {
         self.last = u32::MAX;
@@ -653,8 +664,12 @@ impl<'c, A: Agent> SubscriptionBuilder<'c, A> {
         self.add(
             MessageType::of::<M>(),
             NewAction::Handler(Box::new(move |a, ctx, msg| {
-                if let Some(m) = msg.handler_payload::<M>() {
-                    handler(a, ctx, m)
+                match msg.handler_payload::<M>() {
+                    Some(m) => {
+                        handler(a, ctx, m);
+                        true
+                    }
+                    None => false,
                 }
             })),
         )
@@ -673,10 +688,12 @@ impl<'c, A: Agent> SubscriptionBuilder<'c, A> {
     {
         self.add(
             MessageType::of_mutable::<M>(),
-            NewAction::Handler(Box::new(move |a, ctx, msg| {
-                if let Some(m) = msg.handler_take::<M>() {
-                    handler(a, ctx, m)
+            NewAction::Handler(Box::new(move |a, ctx, msg| match msg.handler_take::<M>() {
+                Some(m) => {
+                    handler(a, ctx, m);
+                    true
                 }
+                None => false,
             })),
         )
     }
@@ -765,10 +782,12 @@ impl<'c, A: Agent> SubscriptionBuilder<'c, A> {
         let me = ctx.me()?;
         ctx.freeze_limits();
         check_limit(&me, MessageType::of::<M>())?;
-        let h: EventFn<A> = Box::new(move |a, ctx, msg| {
-            if let Some(m) = msg.handler_payload::<M>() {
-                handler(a, ctx, m)
+        let h: EventFn<A> = Box::new(move |a, ctx, msg| match msg.handler_payload::<M>() {
+            Some(m) => {
+                handler(a, ctx, m);
+                true
             }
+            None => false,
         });
         ctx.subs
             .add_dead_letter(&me, &mbox, MessageType::of::<M>(), h)

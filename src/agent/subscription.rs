@@ -860,9 +860,10 @@ mod tests {
         }
     }
 
-    /// Without the cache's key holding the state, 2 would go to `in_other`; without the
-    /// cache emptied by an unsubscription, 3 would go to `first`'s emptied slot (and be
-    /// lost) and 5 to `second`.
+    /// Without the cache emptied by a state switch, 2 would go to `in_other`; without it
+    /// emptied by an unsubscription, 3 would go to `first`'s emptied slot (and be lost)
+    /// and 5 to `second`. The `&str` meets the cached `u32` handler first, which declines
+    /// it.
     #[test]
     #[cfg_attr(
         miri,

@@ -128,6 +128,7 @@ impl<A: Agent> Inner<A> {
             core.shown.set_state(&leaf);
         }
         self.ctx.states.current = leaf;
+        self.ctx.subs.state_changed();
         self.ctx.states.record_history(&new_path);
         for s in &new_path[common..] {
             trace::emit(&self.ctx.trace, || {
@@ -201,13 +202,29 @@ impl<A: Agent> Inner<A> {
     /// handlers, and runs it.
     #[inline]
     fn handle_message(&mut self, mbox: MboxId, msg: &Message) -> Result<(), StateError> {
-        // The common case: a handler in the current state or a parent.
-        if let Some(Action::Handler(slot)) =
-            self.ctx
-                .subs
-                .find(mbox.0, msg.type_id(), &self.ctx.states.current)
+        // The common case: a handler in the current state or a parent (the last one found,
+        // most often).
+        // The last handler found for the own mbox first: it runs if the message is of its
+        // type (see `Subscriptions::last`). Not while tracing (the records of the step
+        // would be written twice on a miss).
+        let own = mbox.0 == self.ctx.id.0;
+        if own && self.ctx.trace.is_none() {
+            if let Some(slot) = self.ctx.subs.last_handler() {
+                let Inner {
+                    agent, ctx, slab, ..
+                } = self;
+                if let Some(Some(Handler::Event(h))) = slab.get_mut().get_mut(slot) {
+                    if h(agent, ctx, msg) {
+                        return self.apply_pending();
+                    }
+                }
+            }
+        }
+        let ctx = &mut self.ctx;
+        if let Some(slot) = ctx
+            .subs
+            .find_handler(mbox.0, msg.type_id(), &ctx.states.current, own)
         {
-            let slot = *slot;
             self.call_event(slot, mbox, msg);
             return self.apply_pending();
         }

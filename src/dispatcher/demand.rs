@@ -213,7 +213,9 @@ impl Demand {
     }
 
     /// Done with the demand: its message's payload may be reused (see `Message::recycle`).
-    #[inline]
+    /// Always inlined into the worker's loop (out of line: ~10 instructions per message
+    /// more, callgrind).
+    #[inline(always)]
     pub(crate) fn recycle(self) {
         if self.mbox.0 < INLINE {
             let mut this = ManuallyDrop::new(self);

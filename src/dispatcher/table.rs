@@ -199,7 +199,10 @@ impl AgentTable {
     /// A panic may escape only from dropping the message after its handler (a payload's
     /// `Drop`; the handler's own panics are caught around it): the worker's loop catches
     /// it, hands it to [`contain`](Self::contain) and goes on.
-    #[inline]
+    ///
+    /// Inlined into the workers' loops: a frame of its own cost each message its register
+    /// saves and restores (~17 instructions per message, callgrind, ping-pong).
+    #[inline(always)]
     pub(crate) fn run(&mut self, mut demand: Demand) {
         let key = demand.key;
         let slot = key.slot as usize;

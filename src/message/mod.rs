@@ -279,8 +279,9 @@ impl Message {
 
     /// Hands a spent message's payload to this thread's pool if nothing else refers to it
     /// and its type is reusable; otherwise just drops it. The runtime calls this for a
-    /// demand it has run.
-    #[inline]
+    /// demand it has run. (Always inlined: out of line in the worker's loop it cost ~10
+    /// instructions per message more, callgrind.)
+    #[inline(always)]
     pub(crate) fn recycle(self) {
         if self.node.is_spent() {
             keep_payload(self);

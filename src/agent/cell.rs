@@ -51,7 +51,9 @@ const DROPPED: u8 = 2;
 #[repr(C)]
 pub(crate) struct Prefix<H: Header> {
     head: H,
-    /// The block itself, with the executor's vtable: `Arc::into_raw` of the block.
+    /// The block itself, with the executor's vtable: the address (and provenance)
+    /// `Arc::into_raw` gives for the block's `Arc`, taken from `Arc::as_ptr` while it was
+    /// being built (`ThinArc::new` checks that the two are equal).
     me: SelfPtr<H>,
 }
 
@@ -123,6 +125,11 @@ impl<H: Header> ThinArc<H> {
     /// the block (the agent's context keeps one; `exec` must not upgrade it: the block is
     /// not built until this returns). Returns the block and its executor's owner.
     ///
+    /// Neither rule is checked: `exec` (the executor's and the context's constructors)
+    /// neither upgrades nor panics. An upgrade inside it would read only the written
+    /// header (`take_over` then finds the executor owned, and the block's drop leaves it
+    /// alone); a panic inside it would leak the header (its drop does not run).
+    ///
     /// Built in place: `Arc::new_cyclic` built the whole block on the stack and copied
     /// it (~500 bytes, two `memcpy` calls, ~90 instructions per spawn, callgrind); here the
     /// header and then the executor are written into the allocation.
@@ -143,8 +150,12 @@ impl<H: Header> ThinArc<H> {
             })
         };
         let weak = Weak::into_raw(Arc::downgrade(&uninit));
-        // SAFETY: `MaybeUninit<Block<H, E>>` has the size and alignment of `Block<H, E>`,
-        // which is what `Weak::from_raw` asks of a pointer another type's `into_raw` gave.
+        // SAFETY: `MaybeUninit<Block<H, E>>` has the size, alignment and layout of
+        // `Block<H, E>` (documented for `MaybeUninit`), so the allocation and its counts
+        // are where a `Weak<Block<H, E>>` looks for them. `Weak::from_raw`'s docs name only
+        // its own type's `into_raw`; `Arc::from_raw` documents this other-type case for the
+        // same allocation, and the module's tests run it under miri (Stacked and Tree
+        // Borrows). The weak reference is not upgraded before the block is initialized.
         let weak: Weak<Block<H, E>> = unsafe { Weak::from_raw(weak.cast::<Block<H, E>>()) };
         let weak: Weak<Fat<H>> = weak;
         let value = exec(ThinWeak(weak));

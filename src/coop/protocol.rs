@@ -355,16 +355,13 @@ impl CoopInner {
     /// Deregistration step 4, on the environment's finalizer thread (or on the worker
     /// that ran the last `on_finish`, see `agent_finished`).
     pub(crate) fn finalize(self: &Arc<Self>, env: Option<&Environment>) {
-        self.finalize_on(env, false);
-    }
-
-    /// `on_worker`: running on a dispatcher's worker, not on the finalizer thread.
-    fn finalize_on(self: &Arc<Self>, env: Option<&Environment>, on_worker: bool) {
         let sealed = self.sync.lock().seal();
-        self.finalize_sealed(env, on_worker, sealed);
+        self.finalize_sealed(env, false, sealed);
     }
 
-    /// The rest of step 4, after [`Sync::seal`].
+    /// The rest of step 4, after [`Sync::seal`]. `on_worker`: running on a dispatcher's
+    /// worker (which sealed the coop under the lock it counted its last agent out with),
+    /// not on the finalizer thread.
     fn finalize_sealed(
         self: &Arc<Self>,
         env: Option<&Environment>,
@@ -431,7 +428,7 @@ fn send_dereg_notices(handle: &CoopHandle, notify: Vec<Mbox>, reason: DeregReaso
     }
 }
 
-/// Serializes the binder drops of final steps run on workers (see `finalize_on`).
+/// Serializes the binder drops of final steps run on workers (see `finalize_sealed`).
 static WORKER_BINDER_DROPS: Mutex<()> = Mutex::new(());
 
 /// The binder of an agent being registered (resolved before step 1, so always set).

@@ -541,7 +541,7 @@ impl Environment {
         }
     }
 
-    /// Drops `binder` on the finalizer thread (see `CoopInner::finalize_on`); here if the
+    /// Drops `binder` on the finalizer thread (see `CoopInner::finalize_sealed`); here if the
     /// finalizer is gone.
     pub(crate) fn drop_on_finalizer(&self, binder: crate::dispatcher::Binder) {
         if let Err(e) = self.0.final_tx.send(FinalCmd::Drop(binder)) {

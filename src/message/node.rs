@@ -337,7 +337,9 @@ impl NodePtr {
     /// first and `make` runs after, so that an inlined `make` writes its value straight
     /// into the node: made before, the value was built on the stack and copied in
     /// (callgrind, `ydb_send_by_id`: a 112-byte YDB delivery, ~14 instructions a send).
-    /// A panic in `make` loses the block (a leak, never a double use).
+    /// A panic in `make` loses the block (a leak, never a double use). A payload type too
+    /// large for the size classes is boxed: there `make` runs first, then the box is
+    /// allocated.
     #[inline(always)]
     pub(super) fn new_with<P: Payload>(make: impl FnOnce() -> P) -> NodePtr {
         let Some(class) = TableOf::<P>::CLASS else {

@@ -91,13 +91,35 @@ where
     E: serde::Serialize + serde::de::DeserializeOwned,
 {
     fn encode(event: &E, out: &mut Vec<u8>) -> Result<(), CodecError> {
-        let taken = std::mem::take(out);
-        *out = postcard::to_extend(event, taken).map_err(|e| CodecError::Serde(e.to_string()))?;
-        Ok(())
+        postcard::serialize_with_flavor(event, Append(out))
+            .map_err(|e| CodecError::Serde(e.to_string()))
     }
 
     fn decode(bytes: &[u8]) -> Result<E, CodecError> {
         postcard::from_bytes(bytes).map_err(|e| CodecError::Serde(e.to_string()))
+    }
+}
+
+/// postcard's output appended to a vector in place (its `to_extend` takes the vector by
+/// value and gives it back: profile, `ic_small_events`, ~30 instructions per event of moves
+/// on the sending thread).
+struct Append<'a>(&'a mut Vec<u8>);
+
+impl postcard::ser_flavors::Flavor for Append<'_> {
+    type Output = ();
+
+    fn try_push(&mut self, byte: u8) -> postcard::Result<()> {
+        self.0.push(byte);
+        Ok(())
+    }
+
+    fn try_extend(&mut self, bytes: &[u8]) -> postcard::Result<()> {
+        self.0.extend_from_slice(bytes);
+        Ok(())
+    }
+
+    fn finalize(self) -> postcard::Result<()> {
+        Ok(())
     }
 }
 

@@ -873,6 +873,45 @@ fn a_valid_event_from_the_fake_peer_is_delivered() {
 }
 
 #[test]
+fn small_events_cut_across_packets_arrive_whole_one_after_another() {
+    let rig = rig(closed_port(), |s| s);
+    let mut rng = Rng(seed() ^ 6);
+    let mut peer = FakePeer::handshake(rig.addr, &mut rng).expect("handshake");
+    // Three small Bulks on channel 3 (the second one larger than a small body kept inline),
+    // each cut in two: its first part ends a packet, the rest and its descriptor begin
+    // the next. The node assembles each from its channel's buffer, which it keeps for the
+    // next event: each must arrive whole, none with a byte of the one before.
+    let markers = [HEALTH_TAG | 61, HEALTH_TAG | 62, HEALTH_TAG | 63];
+    let bodies: Vec<Vec<u8>> = [(markers[0], 40), (markers[1], 300), (markers[2], 20)]
+        .iter()
+        .map(|&(m, pad)| bulk_body(m, pad))
+        .collect();
+    let mut pending = Vec::new();
+    for (serial, body) in (1u64..).zip(&bodies) {
+        let (a, b) = body.split_at(body.len() / 2);
+        pending.extend(ChannelPart::inline(3, a.to_vec()).encode());
+        peer.send(&Packet::data(0, serial, std::mem::take(&mut pending)).encode())
+            .unwrap();
+        pending.extend(ChannelPart::inline(3, b.to_vec()).encode());
+        let d = rig.descriptor(Bulk::EVENT_TYPE, 3, body);
+        pending.extend(ChannelPart::descriptor(3, &d).encode());
+    }
+    peer.send(&Packet::data(0, 4, pending).encode()).unwrap();
+    peer.wait_confirm(4).expect("node 1 confirms packet 4");
+    for (m, what) in markers.iter().zip(["first", "second", "third"]) {
+        rig.wait_delivered(*m, what);
+        assert_eq!(
+            rig.count(m ^ CORRUPT),
+            0,
+            "the {what} event arrived corrupt"
+        );
+    }
+    assert_eq!(rig.stats().sessions_ended, 0);
+    assert_no_node_panic("small events cut across packets");
+    rig.wrapped.stop_then_join().unwrap();
+}
+
+#[test]
 fn fuzzed_streams_after_a_handshake_never_break_the_node() {
     let seed = seed();
     let rig = rig(closed_port(), |s| s.max_event_size(FUZZ_MAX_EVENT));

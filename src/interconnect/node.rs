@@ -427,12 +427,13 @@ impl NodeShared {
         }
         let codec = self.codecs.get(h.event_type());
         let decode = codec.map(|c| c.1).or_else(|| h.decoder());
-        let meta = outbox_meta(h, decode);
+        // The record is made where it is queued (profile, `ic_small_events`: made first and
+        // moved through the closures, its 64 bytes were copied twice more per event).
         let queue = |body: &[u8]| {
             if body.len() > self.cfg.max_event_size {
                 Err(DeadLetterReason::NotSerializable)
             } else {
-                s.enqueue(self, meta, body);
+                s.enqueue(self, outbox_meta(h, decode), body);
                 Ok(())
             }
         };

@@ -270,48 +270,51 @@ impl Session {
     /// Queues an event for the peer (the remote router's path). Its body was encoded by
     /// the caller, outside the lock. An event beyond the queue's limits (events or bytes)
     /// is not queued: it follows the non-delivery rules at once, reason `Overloaded`.
+    ///
+    /// The usual event (no refusal, no subscription) builds no `Fallout` and wakes the
+    /// driver only if it waits (profile, `ic_small_events`: the empty fallout, the tuple out
+    /// of the locked block and the out-of-line wake were ~40 of the ~220 instructions per
+    /// event queued).
     pub(crate) fn enqueue(self: &Arc<Self>, node: &Arc<NodeShared>, meta: OutMeta, body: &[u8]) {
         let subscribe = meta.flags.contains(EventFlags::SUBSCRIBE_ON_SESSION);
         let (sender, cookie) = (meta.sender, meta.cookie);
-        let (fallout, direct) = {
-            let mut st = self.state.lock();
-            let refused = if node.is_stopping() {
-                // The session has ended for good (see `shutdown`): nothing would send it.
-                Some(DeadLetterReason::Disconnected)
-            } else if st.out.len() >= node.cfg.max_queued_events
-                || st.out.bytes() + Outbox::cost(body.len()) > node.cfg.max_queued_bytes
-            {
-                st.stats.events_refused += 1;
-                Some(DeadLetterReason::Overloaded)
-            } else {
-                None
-            };
-            if let Some(reason) = refused {
-                drop(st);
-                let ev = OutEvent {
-                    meta,
-                    body: Body::from_slice(body),
-                };
-                node.system.0.not_delivered(ev.into_handle(), reason);
-                return;
-            }
-            st.out.push(meta, body);
-            let fallout = if subscribe && !sender.is_empty() {
-                st.subscribe(sender, cookie, false)
-            } else {
-                Fallout::default()
-            };
-            let direct = self.take_direct_write(node, &mut st);
-            if direct.is_none() {
-                self.wake(node, &mut st);
-            }
-            (fallout, direct)
+        let mut st = self.state.lock();
+        let refused = if node.is_stopping() {
+            // The session has ended for good (see `shutdown`): nothing would send it.
+            Some(DeadLetterReason::Disconnected)
+        } else if st.out.len() >= node.cfg.max_queued_events
+            || st.out.bytes() + Outbox::cost(body.len()) > node.cfg.max_queued_bytes
+        {
+            st.stats.events_refused += 1;
+            Some(DeadLetterReason::Overloaded)
+        } else {
+            None
         };
+        if let Some(reason) = refused {
+            drop(st);
+            let ev = OutEvent {
+                meta,
+                body: Body::from_slice(body),
+            };
+            node.system.0.not_delivered(ev.into_handle(), reason);
+            return;
+        }
+        st.out.push(meta, body);
+        let fallout = if subscribe && !sender.is_empty() {
+            Some(st.subscribe(sender, cookie, false))
+        } else {
+            None
+        };
+        let direct = self.take_direct_write(node, &mut st);
+        if direct.is_none() && (!st.driver_started || st.driver_waiting) {
+            self.wake(node, &mut st);
+        }
+        drop(st);
         if let Some(w) = direct {
             self.direct_write(node, w);
         }
-        if !fallout.is_empty() {
-            fallout.deliver(node, self.peer);
+        if let Some(f) = fallout.filter(|f| !f.is_empty()) {
+            f.deliver(node, self.peer);
         }
     }
 

@@ -320,7 +320,6 @@ impl Outbox {
                         self.bytes -= Self::cost(len);
                         done.push(meta);
                     }
-                    q.compact();
                 } else if q.front_sent < len {
                     if room <= 4 {
                         break true;
@@ -349,12 +348,13 @@ impl Outbox {
                         self.bytes -= Self::cost(len);
                         done.push(meta);
                     }
-                    q.compact();
                 }
                 if !alone {
                     break false;
                 }
             };
+            // Once per turn, not per event (profile: ~20 instructions per small event).
+            q.compact();
             if full {
                 break;
             }

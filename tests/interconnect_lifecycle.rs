@@ -334,6 +334,45 @@ fn a_clean_close_with_nothing_pending_ends_the_session_at_once() {
     w.stop_then_join().unwrap();
 }
 
+/// Reads from `peer` until the node's end of stream: `Ok` on it, `Err` with the error on
+/// a reset or any other error, or when nothing ends within [`SOON`].
+fn read_to_end(peer: &mut FakePeer) -> Result<(), String> {
+    use std::io::{ErrorKind, Read};
+    let deadline = Instant::now() + SOON;
+    let mut buf = [0u8; 4096];
+    while Instant::now() < deadline {
+        match peer.stream.read(&mut buf) {
+            Ok(0) => return Ok(()),
+            Ok(_) => {}
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    Err("no end of stream".into())
+}
+
+#[test]
+fn a_stopping_node_closes_cleanly_and_takes_what_the_peer_sends_meanwhile() {
+    // The linger is long so that nothing here depends on how fast the test runs.
+    let rig = Rig::start(closed_port(), |s| s.close_linger(Duration::from_secs(600)));
+    let mut peer =
+        FakePeer::connect(rig.addr, request(session_id(1000), 1, false)).expect("handshake");
+    rig.node.ic.stop();
+    // A clean close: an end of stream, not a reset.
+    assert_eq!(read_to_end(&mut peer), Ok(()));
+    // What the peer sends after it (a ping, as a peer's writer would) is taken, not
+    // answered with a reset: the peer still reads a plain end of stream. (Closed both
+    // ways at once, the node answered the first with a reset: the second write or the
+    // read failed.)
+    peer.send(&Packet::ping_request(0, 7)).expect("first write");
+    std::thread::sleep(Duration::from_millis(200));
+    peer.send(&Packet::ping_request(0, 8))
+        .expect("second write");
+    assert_eq!(read_to_end(&mut peer), Ok(()));
+    rig.wrapped.stop_then_join().unwrap();
+}
+
 #[test]
 fn a_resume_refused_by_a_restarted_peer_starts_a_new_session_with_what_never_left() {
     // Node 2 is the test, listening where the name service says.

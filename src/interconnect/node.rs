@@ -21,6 +21,7 @@ use super::names::NameService;
 use super::session::{outbox_meta, Session};
 use super::setup::{Config, InterconnectSetup};
 use super::stats::{Refusal, SessionStats};
+use super::stream::IcStream;
 use super::wire::{
     ClusterUuids, HandshakeRequest, HandshakeSuccess, SuccessRdma, HANDSHAKE_PROTOCOL,
 };
@@ -625,17 +626,54 @@ fn shutdown(node: &Arc<NodeShared>) {
     if node.stopping.swap(true, Ordering::AcqRel) {
         return;
     }
+    let mut open = Vec::new();
     for s in node.sessions.values() {
         let f = {
             let mut st = s.state.lock();
+            if let Some(stream) = st.stream() {
+                open.push(stream.clone());
+            }
             let f = s.terminate(node, &mut st, super::error::SessionError::Stopping);
             s.cond.notify_all();
             f
         };
         f.deliver(node, s.peer);
     }
+    close_after_linger(open, node.cfg.close_linger);
     // Wake the listener so that it sees the flag.
     let _ = TcpStream::connect_timeout(&node.local_addr, Duration::from_millis(200));
+}
+
+/// Shuts the reading half of `streams` (their sending half is shut: `Session::terminate`
+/// with `Stopping`) after `linger` (`InterconnectSetup::close_linger`), on a thread of its own: meanwhile what the
+/// peer sends is accepted (and dropped by our ended reader), so our close is not a reset
+/// that the peer could see before our end of stream. The shutdown wakes a reader still
+/// waiting, which lets the socket go; a peer that closes first ends it sooner.
+fn close_after_linger(streams: Vec<Arc<IcStream>>, linger: Duration) {
+    if streams.is_empty() {
+        return;
+    }
+    let shut = |streams: Vec<Arc<IcStream>>| {
+        for s in streams {
+            let _ = s.shutdown(std::net::Shutdown::Read);
+        }
+    };
+    let (tx, rx) = std::sync::mpsc::channel::<Vec<Arc<IcStream>>>();
+    let spawned = std::thread::Builder::new()
+        .name("ic-close".into())
+        .spawn(move || {
+            if let Ok(streams) = rx.recv() {
+                std::thread::sleep(linger);
+                shut(streams);
+            }
+        });
+    match spawned {
+        Ok(_) => {
+            let _ = tx.send(streams);
+        }
+        // No thread: closed at once, as before.
+        Err(_) => shut(streams),
+    }
 }
 
 /// One node's end of YDB's interconnect: sessions to the other nodes of the name service,

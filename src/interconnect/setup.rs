@@ -63,6 +63,8 @@ pub(crate) struct Config {
     /// How long a received data packet may wait for a pure confirm when nothing else goes
     /// out.
     pub(crate) confirm_delay: Duration,
+    /// How long a stopped node keeps its connections open for reading.
+    pub(crate) close_linger: Duration,
 }
 
 impl InterconnectSetup {
@@ -90,6 +92,7 @@ impl InterconnectSetup {
                 max_queued_events: 1 << 20,
                 max_queued_bytes: 512 << 20,
                 confirm_delay: Duration::from_millis(10),
+                close_linger: Duration::from_secs(2),
             },
         }
     }
@@ -214,6 +217,21 @@ impl InterconnectSetup {
     /// [`NodeDisconnected`](super::NodeDisconnected) (default 10 s).
     pub fn lost_connection_timeout(mut self, timeout: Duration) -> InterconnectSetup {
         self.cfg.lost_connection_timeout = timeout.min(FOREVER);
+        self
+    }
+
+    /// How long a stopping node keeps each connection open for reading after it closed its
+    /// sending half (default 2 s).
+    ///
+    /// A node that stops closes its connections cleanly: the peer reads an end of stream
+    /// and, with nothing of its own pending, ends the session at once (subscribers get
+    /// [`NodeDisconnected`](super::NodeDisconnected) then, not after the peer's
+    /// lost-connection timeout). Meanwhile what the peer still sends (a ping, a confirm) is
+    /// accepted and dropped: closed at once, the connection would answer it with a reset,
+    /// which the peer could see before the end of stream and take for a lost connection. A
+    /// peer that closes its side first ends the wait sooner.
+    pub fn close_linger(mut self, linger: Duration) -> InterconnectSetup {
+        self.cfg.close_linger = linger.min(FOREVER);
         self
     }
 

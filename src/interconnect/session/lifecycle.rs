@@ -155,7 +155,20 @@ impl Session {
     fn end(&self, node: &NodeShared, st: &mut State, err: SessionError, keep: bool) -> Fallout {
         let mut fallout = Fallout::default();
         if let Conn::Connected { stream, .. } = &st.conn {
-            let _ = stream.shutdown(Shutdown::Both);
+            if err == SessionError::Stopping {
+                // Our node stops: a clean close. Only our sending half closes (the peer
+                // reads an end of stream, and with nothing of its pending ends the session
+                // at once, YDB's clean-close rule); the socket stays open for reading until
+                // the node's closer shuts it (`close_after_linger`). Shut both ways at once,
+                // a packet of the peer's that arrived unread made the close a reset, and
+                // the peer, whose writer could see that reset before its reader saw the end
+                // of stream, took the clean close for a lost connection and tried to resume
+                // for the whole lost-connection timeout (`interconnect_lifecycle`'s
+                // clean-close test, which failed so under load).
+                let _ = stream.shutdown(Shutdown::Write);
+            } else {
+                let _ = stream.shutdown(Shutdown::Both);
+            }
         }
         st.conn = Conn::None;
         st.gen += 1;

@@ -503,6 +503,14 @@ fn drop_for_resume(stream: &IcStream) {
 }
 
 impl State {
+    /// The connection's stream, while connected.
+    pub(crate) fn stream(&self) -> Option<&Arc<IcStream>> {
+        match &self.conn {
+            Conn::Connected { stream, .. } => Some(stream),
+            Conn::None => None,
+        }
+    }
+
     /// Adds a subscriber; announces NodeConnected at once if the session is up (always for
     /// an explicit subscription, once for `SUBSCRIBE_ON_SESSION`).
     fn subscribe(&mut self, actor: ActorId, cookie: u64, explicit: bool) -> Fallout {

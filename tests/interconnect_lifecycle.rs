@@ -358,6 +358,9 @@ fn a_stopping_node_closes_cleanly_and_takes_what_the_peer_sends_meanwhile() {
     let rig = Rig::start(closed_port(), |s| s.close_linger(Duration::from_secs(600)));
     let mut peer =
         FakePeer::connect(rig.addr, request(session_id(1000), 1, false)).expect("handshake");
+    // The node's side of the handshake ends after its reply: the session must hold the
+    // connection when the node stops (a handshake still running is cut, not closed).
+    wait_until("the session is connected", || rig.stats().connected);
     rig.node.ic.stop();
     // A clean close: an end of stream, not a reset.
     assert_eq!(read_to_end(&mut peer), Ok(()));

@@ -43,8 +43,10 @@ use parking_lot::Mutex;
 
 use super::activity::Activity;
 use super::idle::{Idle, Spin};
-use super::{AgentTable, Demand, EventQueue};
+use super::{AgentKey, AgentTable, Demand, EventQueue};
 use crate::agent::AgentCore;
+use crate::mbox::MboxId;
+use crate::message::Message;
 
 thread_local! {
     /// Address of the `SerialQueue` this thread serves; 0 when it serves none. Kept apart
@@ -331,7 +333,8 @@ impl EventQueue for SerialQueue {
     /// A direct message from another thread waits inline when it can: no allocation
     /// queued, and none freed on the worker for it (see `Demand::direct`).
     #[inline]
-    fn push_message(&self, demand: Demand, agent: &AgentCore) {
+    fn push_message(&self, key: AgentKey, mbox: MboxId, msg: Message, agent: &AgentCore) {
+        let demand = Demand::message(key, mbox, msg);
         if SERVING.get() == self.key() {
             self.push_local(demand);
         } else {

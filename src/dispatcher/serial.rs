@@ -157,11 +157,36 @@ impl SerialQueue {
         });
     }
 
+    /// [`push_message`](EventQueue::push_message) on the worker itself: as
+    /// [`push_local`](Self::push_local), with every step but the common one (no drain,
+    /// room in the deque) out of line, each taking the demand's pieces in registers, so
+    /// that the common one needs no stack frame (ping-pong, callgrind: 41 instructions
+    /// per message before, of which 14 in the frame and its register moves).
+    #[inline(always)]
+    fn push_message_local(&self, key: AgentKey, mbox: MboxId, msg: Message) {
+        if self.channel_may_hold() {
+            return self.push_local_after_drain(Demand::message(key, mbox, msg));
+        }
+        self.local(|q| {
+            if q.len() == q.capacity() {
+                return self.push_local_growing(key, mbox, msg);
+            }
+            q.push_back(Demand::message(key, mbox, msg));
+        })
+    }
+
+    /// [`push_message_local`](Self::push_message_local) when the deque is full.
+    #[cold]
+    #[inline(never)]
+    fn push_local_growing(&self, key: AgentKey, mbox: MboxId, msg: Message) {
+        self.local(|q| q.push_back(Demand::message(key, mbox, msg)));
+    }
+
     /// [`push_message`](EventQueue::push_message) from another thread. Out of line: the
     /// local push is the one the worker's own handlers make, and it is smaller without.
     #[inline(never)]
-    fn send_message(&self, demand: Demand, agent: &AgentCore) {
-        self.send(demand.inline_if_to(agent.mbox_id()));
+    fn send_message(&self, key: AgentKey, mbox: MboxId, msg: Message, agent: &AgentCore) {
+        self.send(Demand::message(key, mbox, msg).inline_if_to(agent.mbox_id()));
     }
 
     /// Announces, sends, and unparks the worker if the announcement found it parked.
@@ -360,11 +385,10 @@ impl EventQueue for SerialQueue {
     /// queued, and none freed on the worker for it (see `Demand::direct`).
     #[inline]
     fn push_message(&self, key: AgentKey, mbox: MboxId, msg: Message, agent: &AgentCore) {
-        let demand = Demand::message(key, mbox, msg);
         if SERVING.get() == self.key() {
-            self.push_local(demand);
+            self.push_message_local(key, mbox, msg);
         } else {
-            self.send_message(demand, agent);
+            self.send_message(key, mbox, msg, agent);
         }
     }
 }

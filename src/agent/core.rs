@@ -292,6 +292,12 @@ pub(crate) trait AgentExec: Send + 'static {
     /// Runs one demand on the worker thread; returns `true` after `Finish` (the agent is
     /// done and its executor may be dropped).
     fn execute(&mut self, core: &AgentArc, demand: Run<'_>) -> bool;
+    /// [`execute`](Self::execute) for a message (`Run::Message { mbox, msg }`): the
+    /// worker's common call, with its pieces in registers and none of the control
+    /// demands' code in the callee.
+    fn execute_message(&mut self, core: &AgentArc, mbox: MboxId, msg: &Message) -> bool {
+        self.execute(core, Run::Message { mbox, msg })
+    }
     /// Runs the agent's `define` hook during registration.
     fn define(&mut self) -> Result<(), crate::agent::DefineError>;
     /// Drops every subscription and filter (a registration that failed).

@@ -215,9 +215,9 @@ impl AgentTable {
                 generation,
                 core,
                 exec,
-            }) if *generation == key.generation => match demand.run(|| core.mbox_id()) {
-                Run::Message { mbox, msg } => exec.execute_message(core, mbox, msg),
-                other => exec.execute(core, other),
+            }) if *generation == key.generation => match demand.message_parts(|| core.mbox_id()) {
+                Some((mbox, msg)) => exec.execute_message(core, mbox, msg),
+                None => exec.execute(core, demand.run_plain()),
             },
             // The agent has finished (or the slot has a new occupant): dropped, counted.
             _ => return self.drop_unrun(demand),

@@ -227,14 +227,33 @@ impl Demand {
     }
 
     /// What the demand asks the agent for. An inline message becomes a message again
-    /// here, from `direct`, the agent's direct mbox (asked only then).
-    #[inline]
+    /// here, from `direct`, the agent's direct mbox (asked only then). The tests' view of
+    /// the worker's two steps, [`message_parts`](Self::message_parts) then
+    /// [`run_plain`](Self::run_plain).
+    #[cfg(test)]
     pub(crate) fn run(&mut self, direct: impl FnOnce() -> MboxId) -> Run<'_> {
-        // A message costs the one comparison: inline and reserved ids are above.
-        if self.mbox.0 >= INLINE && self.is_inline() {
+        let _ = self.message_parts(direct);
+        self.run_plain()
+    }
+
+    /// The mbox and message of a message demand (an inline one made a message again, from
+    /// `direct`, the agent's direct mbox, asked only then); `None` for a control demand
+    /// (see [`run_plain`](Self::run_plain)). The worker's common case, without a `Run`
+    /// built for it (ping-pong, callgrind: 8 instructions per message fewer than through
+    /// a `Run`). A message costs the one comparison: inline and reserved ids are above.
+    #[inline]
+    pub(crate) fn message_parts(
+        &mut self,
+        direct: impl FnOnce() -> MboxId,
+    ) -> Option<(MboxId, &Message)> {
+        if self.mbox.0 >= INLINE {
+            if !self.is_inline() {
+                return None;
+            }
             self.make_message(direct());
         }
-        self.run_plain()
+        // SAFETY: neither a bind nor inline (made a message above): the body is a message.
+        Some((self.mbox, unsafe { &self.body.msg }))
     }
 
     /// [`run`](Self::run) for a demand that is not inline: any demand of a queue that

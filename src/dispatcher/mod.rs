@@ -54,6 +54,8 @@ pub(crate) use demand::{Demand, DemandKind, Run};
 pub(crate) use table::{AgentKey, AgentTable, KeyAllocator};
 
 use crate::agent::{AgentCore, AgentRef};
+use crate::mbox::MboxId;
+use crate::message::Message;
 
 mod demand;
 mod table;
@@ -68,10 +70,13 @@ pub(crate) trait EventQueue: Send + Sync {
     /// through an [`AgentTable`] may queue a message from the agent's own direct mbox
     /// inline ([`Demand::inline_if_to`]): the serial queue does, for pushes from other
     /// threads.
+    ///
+    /// The demand comes in pieces (key, mbox, message), not as a `Demand`: in registers,
+    /// so that the send path's call to the queue can be its last step, a jump.
     #[inline]
-    fn push_message(&self, demand: Demand, agent: &AgentCore) {
+    fn push_message(&self, key: AgentKey, mbox: MboxId, msg: Message, agent: &AgentCore) {
         let _ = agent;
-        self.push(demand);
+        self.push(Demand::message(key, mbox, msg));
     }
 
     /// Whether this queue's worker runs `Start` right after a `BindStart` (an agent is

@@ -215,9 +215,10 @@ impl AgentTable {
                 generation,
                 core,
                 exec,
-            }) if *generation == key.generation => {
-                exec.execute(core, demand.run(|| core.mbox_id()))
-            }
+            }) if *generation == key.generation => match demand.message_parts(|| core.mbox_id()) {
+                Some((mbox, msg)) => exec.execute_message(core, mbox, msg),
+                None => exec.execute(core, demand.run_plain()),
+            },
             // The agent has finished (or the slot has a new occupant): dropped, counted.
             _ => return self.drop_unrun(demand),
         };

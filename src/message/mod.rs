@@ -410,6 +410,17 @@ impl Message {
         }
     }
 
+    /// [`type_id`](Self::type_id) if this message is not an envelope (`None`: ask
+    /// `type_id`). For a send path that leaves envelopes to a slower lane: no call on the
+    /// way, so the message can stay in a register.
+    #[inline]
+    pub(crate) fn plain_type_id(&self) -> Option<TypeId> {
+        match self.node.message_type_id() {
+            (id, false) => Some(id),
+            (_, true) => None,
+        }
+    }
+
     #[cold]
     #[inline(never)]
     fn enveloped_type_id(&self) -> TypeId {

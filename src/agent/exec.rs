@@ -206,9 +206,11 @@ impl<A: Agent> Inner<A> {
         // most often).
         // The last handler found for the own mbox first: it runs if the message is of its
         // type (see `Subscriptions::last`). Not while tracing (the records of the step
-        // would be written twice on a miss).
+        // would be written twice on a miss), nor for an enveloped message: the handler's
+        // type check would ask the envelope to reveal for handling before it knows it is
+        // the message's handler, and a miss would ask again (`tests/envelope_reveals.rs`).
         let own = mbox.0 == self.ctx.id.0;
-        if own && self.ctx.trace.is_none() {
+        if own && self.ctx.trace.is_none() && msg.plain_type_id().is_some() {
             if let Some(slot) = self.ctx.subs.last_handler() {
                 let Inner {
                     agent, ctx, slab, ..

@@ -602,13 +602,7 @@ impl<A: Agent + Sync> SharedExec for SharedView<A> {
             // Classified as thread-safe while the agent was active; its coop began to
             // deregister since: dropped, as an exclusive demand is.
             if core.status() != ACTIVE {
-                core.drops.count(DropReason::AtDeregistration);
-                trace::emit(&core.trace, || {
-                    TraceRecord::new(TraceEvent::DroppedAtDeregistration)
-                        .agent(core.id)
-                        .mbox(mbox)
-                        .msg(msg.message_type())
-                });
+                Inner::<A>::dropped_at_deregistration(core, mbox, msg);
             }
             return;
         };

@@ -43,14 +43,9 @@ impl Agent for Burner {
 }
 
 fn line(p: &PoolHarmonizerStats) -> String {
-    let state = if p.is_starved {
-        "starved"
-    } else if p.is_needy {
-        "needy"
-    } else if p.is_hoggish {
-        "hoggish"
-    } else {
-        "-"
+    let state = match p.state_name() {
+        "balanced" => "-",
+        other => other,
     };
     let p99 = p
         .latency_p99

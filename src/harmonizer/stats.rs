@@ -116,6 +116,34 @@ pub struct PoolHarmonizerStats {
     pub latency_max: Option<Duration>,
 }
 
+impl PoolHarmonizerStats {
+    /// The pool's state after the last step, by the flags' precedence: `"starved"`,
+    /// `"needy"`, `"hoggish"`, or `"balanced"` when none is set.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use agentbox::harmonizer::PoolHarmonizerStats;
+    ///
+    /// let mut p = PoolHarmonizerStats::default();
+    /// assert_eq!(p.state_name(), "balanced");
+    /// p.is_needy = true;
+    /// p.is_starved = true;
+    /// assert_eq!(p.state_name(), "starved");
+    /// ```
+    pub fn state_name(&self) -> &'static str {
+        if self.is_starved {
+            "starved"
+        } else if self.is_needy {
+            "needy"
+        } else if self.is_hoggish {
+            "hoggish"
+        } else {
+            "balanced"
+        }
+    }
+}
+
 /// A snapshot of a harmonizer: global figures and every pool
 /// ([`Harmonizer::stats`](super::Harmonizer::stats)).
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -102,15 +102,7 @@ struct HarmonizedPoolView {
 
 impl HarmonizedPoolView {
     fn new(p: &PoolHarmonizerStats) -> Self {
-        let state = if p.is_starved {
-            "starved"
-        } else if p.is_needy {
-            "needy"
-        } else if p.is_hoggish {
-            "hoggish"
-        } else {
-            "balanced"
-        };
+        let state = p.state_name();
         HarmonizedPoolView {
             name: p.name.clone(),
             priority: p.priority,

@@ -157,6 +157,16 @@ impl ChannelQueue {
         Some((meta, &self.bodies[at..at + len]))
     }
 
+    /// The front event, wholly written into packets: popped, its body kept in its meta
+    /// only for a forward on non-delivery.
+    fn finish_front(&mut self) -> Option<OutMeta> {
+        let (mut meta, body) = self.pop_front()?;
+        if let Some(f) = meta.forward.as_mut() {
+            f.1 = body.to_vec();
+        }
+        Some(meta)
+    }
+
     /// Drops the consumed bytes when that pays (see [`COMPACT_AT`]).
     fn compact(&mut self) {
         if self.events.is_empty() {
@@ -312,10 +322,7 @@ impl Outbox {
                     ]);
                     payload.extend_from_slice(&q.bodies[at..at + len]);
                     front.meta.write_descriptor_part(ch, payload);
-                    if let Some((mut meta, body)) = q.pop_front() {
-                        if let Some(f) = meta.forward.as_mut() {
-                            f.1 = body.to_vec();
-                        }
+                    if let Some(meta) = q.finish_front() {
                         self.len -= 1;
                         self.bytes -= Self::cost(len);
                         done.push(meta);
@@ -339,11 +346,7 @@ impl Outbox {
                         break true;
                     }
                     front.meta.write_descriptor_part(ch, payload);
-                    if let Some((mut meta, body)) = q.pop_front() {
-                        // Keep the body for a forward on non-delivery.
-                        if let Some(f) = meta.forward.as_mut() {
-                            f.1 = body.to_vec();
-                        }
+                    if let Some(meta) = q.finish_front() {
                         self.len -= 1;
                         self.bytes -= Self::cost(len);
                         done.push(meta);

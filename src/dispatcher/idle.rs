@@ -310,7 +310,7 @@ impl Spin {
         loop {
             for _ in 0..POLLS_PER_CLOCK {
                 if ready() {
-                    self.budget = (self.budget + self.limit / 16).min(self.limit);
+                    self.budget = self.budget.saturating_add(self.limit / 16).min(self.limit);
                     return true;
                 }
                 std::hint::spin_loop();
@@ -416,6 +416,37 @@ mod tests {
         idle.taken();
         assert!(!idle.has_pending());
         assert_eq!(idle.pending(), 0);
+    }
+
+    /// A budget that preemption lowered comes back by a sixteenth of the threshold per
+    /// spin that finds work, up to the threshold and never past it, for every threshold
+    /// from zero to `Duration::MAX` (which used to overflow on the first spin that found
+    /// work).
+    #[test]
+    fn successful_spins_restore_the_budget_up_to_the_threshold() {
+        for limit in [
+            Duration::ZERO,
+            Duration::from_micros(20),
+            Duration::from_secs(1),
+            Duration::MAX,
+        ] {
+            let mut spin = Spin::new(limit);
+            spin.budget = limit / 64;
+            let mut last = spin.budget();
+            for round in 1..=20u32 {
+                assert!(spin.spin_until(|| true), "work was there");
+                let now = spin.budget();
+                assert!(now <= limit, "{limit:?}: {now:?} past the threshold");
+                if limit.is_zero() {
+                    assert_eq!(now, Duration::ZERO);
+                } else if round <= 15 {
+                    assert_eq!(now, last + limit / 16, "{limit:?}, spin {round}");
+                } else {
+                    assert_eq!(now, limit, "{limit:?}, spin {round}");
+                }
+                last = now;
+            }
+        }
     }
 }
 

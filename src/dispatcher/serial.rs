@@ -117,8 +117,9 @@ impl SerialQueue {
         })
     }
 
-    /// Runs `f` on the worker's local deque. Only on the worker (see [`LocalDeque`]), and
-    /// `f` runs no user code.
+    /// Runs `f` on the worker's local deque. Only on the worker (see [`LocalDeque`]); `f`
+    /// runs no user code and never calls `local` again (directly or through another
+    /// method): the `&mut` it gets must be the only one while it lives.
     #[inline(always)]
     fn local<R>(&self, f: impl FnOnce(&mut VecDeque<Demand>) -> R) -> R {
         // SAFETY: callers are on the thread that runs this queue (see `LocalDeque`), and
@@ -167,12 +168,13 @@ impl SerialQueue {
         if self.channel_may_hold() {
             return self.push_local_after_drain(Demand::message(key, mbox, msg));
         }
-        self.local(|q| {
-            if q.len() == q.capacity() {
-                return self.push_local_growing(key, mbox, msg);
-            }
-            q.push_back(Demand::message(key, mbox, msg));
-        })
+        // The check and the push are two accesses, not one with the growing push inside:
+        // that one reaches the deque again, and two `&mut` to it at once are undefined
+        // behaviour (miri, Stacked and Tree Borrows), even on one thread.
+        if self.local(|q| q.len() == q.capacity()) {
+            return self.push_local_growing(key, mbox, msg);
+        }
+        self.local(|q| q.push_back(Demand::message(key, mbox, msg)))
     }
 
     /// [`push_message_local`](Self::push_message_local) when the deque is full.
@@ -561,5 +563,89 @@ mod tests {
         queue.push(demand(41));
         assert!(queue.local(|q| q.is_empty()));
         assert_eq!(queue.rx.try_recv().map(|d| mbox(&d)).ok(), Some(41));
+    }
+
+    /// The message path through the local deque, as a user's program drives it (run under
+    /// miri, see `.ci/run`): a handler sends to an agent of its own worker, first into a
+    /// fresh deque (capacity 0), then in bursts that outgrow it again and again, and the
+    /// coop stops with messages still in flight. Every message arrives once, in order.
+    #[test]
+    fn handlers_sending_to_agents_of_their_own_worker_grow_the_deque_and_keep_order() {
+        use std::sync::Arc;
+
+        use parking_lot::Mutex;
+
+        use crate::prelude::*;
+
+        struct Ping(u32);
+        struct Pong(u32);
+        struct Hello(Mbox);
+        struct Ponger {
+            pinger: Option<Mbox>,
+        }
+        struct Pinger {
+            ponger: Mbox,
+            seen: Arc<Mutex<Vec<u32>>>,
+        }
+        // Bursts of 1, 2, 4, … 64 pings: each outgrows the deque the last one left.
+        const BURSTS: u32 = 7;
+        impl Agent for Ponger {
+            fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+                ctx.subscribe_self()
+                    .event(|a: &mut Self, _, h: &Hello| a.pinger = Some(h.0.clone()))?;
+                ctx.subscribe_self().event(|a: &mut Self, _, p: &Ping| {
+                    send(a.pinger.as_ref().unwrap(), Pong(p.0)).unwrap();
+                })?;
+                Ok(())
+            }
+        }
+        impl Agent for Pinger {
+            fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+                ctx.subscribe_self()
+                    .event(|a: &mut Self, ctx: &mut Context<Self>, p: &Pong| {
+                        let n = {
+                            let mut seen = a.seen.lock();
+                            seen.push(p.0);
+                            seen.len() as u32
+                        };
+                        // A burst ends when its last pong is back: the next is twice as long.
+                        if (n + 1).is_power_of_two() {
+                            let burst = n + 1;
+                            if burst == 1 << BURSTS {
+                                // Stops with a last burst still queued: dropped, not run.
+                                send(&a.ponger, Ping(u32::MAX)).unwrap();
+                                ctx.deregister_coop(DeregReason::Normal);
+                                return;
+                            }
+                            for i in 0..burst {
+                                send(&a.ponger, Ping(n + i)).unwrap();
+                            }
+                        }
+                    })?;
+                Ok(())
+            }
+            fn on_start(&mut self, ctx: &mut Context<Self>) {
+                send(&self.ponger, Hello(ctx.direct_mbox())).unwrap();
+                send(&self.ponger, Ping(0)).unwrap();
+            }
+        }
+
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let seen2 = seen.clone();
+        crate::test_support::within_patience(move || {
+            Environment::launch(move |env| {
+                env.introduce_coop(move |coop| {
+                    let ponger = coop.add_agent(Ponger { pinger: None });
+                    coop.add_agent(Pinger {
+                        ponger,
+                        seen: seen2,
+                    });
+                })
+                .unwrap();
+            })
+            .unwrap();
+        });
+        let seen = seen.lock();
+        assert_eq!(*seen, (0..(1u32 << BURSTS) - 1).collect::<Vec<_>>());
     }
 }

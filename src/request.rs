@@ -29,13 +29,20 @@
 //!
 //! A handler that asks an agent whose demands only its own thread can run (itself, an agent
 //! on the same `one_thread`, `active_group`, `active_obj` or priority dispatcher thread, an
-//! agent in the same `thread_pool` queue, or any agent of a one-thread pool) would wait for
+//! agent in the same `thread_pool` queue, or any agent of a pool with no other free worker:
+//! one thread running, or every other one waiting in a request of its own) would wait for
 //! an answer that can only come after it returns. [`request_reply`] sees this before it
 //! sends and returns [`RequestError::WouldDeadlock`] at once, with nothing sent: it checks
 //! that every receiver of the request at `to` is such an agent (through bindings to other
 //! mboxes too). It cannot see through a custom mbox, an mchain or an `adv_thread_pool`
 //! (whose thread-safe handlers may run beside the caller): there, such a call ends at
 //! its timeout.
+//!
+//! A request from a worker of a pool (`thread_pool`, elastic or not) to an agent of
+//! another queue of the same pool is answered when the pool runs a thread besides the
+//! caller and every other worker so waiting, whatever the pool's minimum: while the caller
+//! waits, the pool keeps that many threads running (a harmonizer's count included), and
+//! lets the rest go only once the wait ends.
 //!
 //! # Examples
 //!
@@ -310,6 +317,9 @@ where
     Req: Send + Sync + 'static,
     Rep: Send + 'static,
 {
+    // On a pool's worker: counted as waiting until the answer, so that the pool keeps a
+    // thread to answer it (and the check below knows whether one is free).
+    let _waiting = crate::dispatcher::BlockedWorker::enter();
     if to.only_blocked_receivers(std::any::TypeId::of::<Request<Req, Rep>>(), 0) {
         return Err(RequestError::WouldDeadlock { mbox: to.name() });
     }

@@ -196,6 +196,21 @@ fn an_agent_another_thread_runs_answers() {
     }
 }
 
+/// An elastic pool running more than one thread answers a request from one of its queues
+/// to another, whatever its minimum (limits 1, 4, 4: four threads run, none is added or
+/// removed without a harmonizer); while the caller waits, the pool keeps a thread to answer.
+#[test]
+fn an_elastic_pool_running_several_threads_answers_whatever_its_minimum() {
+    for limits in [(1, 4, 4), (1, 2, 4), (2, 2, 2)] {
+        let pool = thread_pool::Builder::new()
+            .thread_limits(limits.0, limits.1, limits.2)
+            .build()
+            .unwrap();
+        let b = pool.binder_with(BindParams::new().fifo(Fifo::Individual));
+        assert_eq!(ask(b.clone(), Some(b)), ["reply 2"], "limits {limits:?}");
+    }
+}
+
 /// Through an MPMC mbox: refused when its only subscriber is on the caller's thread (also
 /// through a binding to a second mbox), sent when another thread's agent also listens.
 #[test]

@@ -52,6 +52,7 @@ use thiserror::Error;
 
 pub(crate) use demand::{Demand, DemandKind, Run};
 pub(crate) use table::{AgentKey, AgentTable, KeyAllocator};
+pub(crate) use thread_pool::BlockedWorker;
 
 use crate::agent::{AgentCore, AgentRef};
 use crate::mbox::MboxId;

@@ -230,6 +230,39 @@ thread_local! {
     /// between queues). A queue being served is held by that worker alone.
     static POOL: Cell<usize> = const { Cell::new(0) };
     static HOLDING: Cell<usize> = const { Cell::new(0) };
+    /// On a worker: its pool's thread control (for [`BlockedWorker`]).
+    static CTL: std::cell::RefCell<Option<Arc<ThreadCtl>>> = const { std::cell::RefCell::new(None) };
+    /// On a worker waiting in a request ([`BlockedWorker`]): whether its pool has a thread
+    /// to answer. `None` outside such a wait.
+    static ANSWERABLE: Cell<Option<bool>> = const { Cell::new(None) };
+}
+
+/// A worker of a thread pool waits in a blocking request (`request_reply`) until it is
+/// dropped: counted by its pool, which keeps a thread besides it (and every other worker so
+/// waiting) running, so that an agent of another queue of the pool can answer. On any
+/// other thread, or when no other thread of the pool is free, it counts nothing, and a
+/// request to an agent of the pool is refused as a deadlock.
+pub(crate) struct BlockedWorker(Option<Arc<ThreadCtl>>);
+
+impl BlockedWorker {
+    /// Enters the wait (see the type's docs).
+    pub(crate) fn enter() -> BlockedWorker {
+        let Some(ctl) = CTL.with_borrow(Clone::clone) else {
+            return BlockedWorker(None);
+        };
+        let answerable = ctl.enter_blocked();
+        ANSWERABLE.set(Some(answerable));
+        BlockedWorker(answerable.then_some(ctl))
+    }
+}
+
+impl Drop for BlockedWorker {
+    fn drop(&mut self) {
+        ANSWERABLE.set(None);
+        if let Some(ctl) = self.0.take() {
+            ctl.leave_blocked();
+        }
+    }
 }
 
 /// Marks the queue a worker serves, until dropped (a panic included).
@@ -263,6 +296,7 @@ struct Shared {
 impl Shared {
     fn work(&self, i: usize) {
         POOL.set(self as *const Shared as usize);
+        CTL.set(Some(self.ctl.clone()));
         let activity = self.activity.get(i);
         if self.measured {
             return self.work_measured(i, activity);
@@ -330,11 +364,11 @@ impl Shared {
         self.ready.push(q);
     }
 
-    /// Whether the pool runs, or may come down to, one thread (then a demand blocked on it
-    /// may have no other worker: an elastic pool can shed the second thread while a
-    /// request waits, so its minimum decides, not today's count).
+    /// Whether the pool runs one thread now (then a demand blocked on it has no other
+    /// worker). A worker waiting in a request keeps the pool from shrinking below what it
+    /// needs ([`BlockedWorker`]), so today's count decides, not the pool's minimum.
     fn single_thread(&self) -> bool {
-        self.ctl.may_run_one()
+        self.ctl.runs_one()
     }
 
     /// Scheduling steps 2 and 3 for one queue; the demands run. With `keep` false (a
@@ -533,15 +567,20 @@ impl EventQueue for AgentQueue {
     }
 
     /// The worker serving this queue holds it until the demand in hand returns; and a
-    /// pool of one thread has no other worker to serve it.
+    /// pool with no other free worker (one thread, or every other one waiting in a request
+    /// of its own: [`BlockedWorker`]) has nobody to serve it.
     fn blocked_by_current_thread(&self) -> bool {
         if HOLDING.get() == self as *const AgentQueue as usize {
             return true;
         }
         let pool = POOL.get();
-        pool != 0
-            && pool == self.shared.as_ptr() as usize
-            && self.shared.upgrade().is_some_and(|s| s.single_thread())
+        if pool == 0 || pool != self.shared.as_ptr() as usize {
+            return false;
+        }
+        match ANSWERABLE.get() {
+            Some(answerable) => !answerable,
+            None => self.shared.upgrade().is_some_and(|s| s.single_thread()),
+        }
     }
 
     fn push(&self, demand: Demand) {

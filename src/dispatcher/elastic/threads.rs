@@ -79,6 +79,10 @@ pub(crate) struct ThreadCtl {
     live: AtomicUsize,
     /// Occupied slots and their number; also orders a retirement against a start.
     slots: Mutex<(Vec<bool>, usize)>,
+    /// Workers blocked in a request that another worker of this pool must answer
+    /// ([`enter_blocked`](Self::enter_blocked)). Changed under `slots`' lock: a thread
+    /// retires only while the others still outnumber them.
+    blocked: AtomicUsize,
     stats: Box<[SlotStats]>,
     latency: [AtomicU64; LATENCY_BUCKETS],
     epoch: Instant,
@@ -113,10 +117,31 @@ impl ThreadCtl {
         Self::build(name, ThreadLimits::new(n, n, n), false)
     }
 
-    /// Whether the pool may be down to one thread while a demand waits: its minimum is one,
-    /// or it runs one now (then a demand blocked on it may have no other worker).
-    pub(crate) fn may_run_one(&self) -> bool {
-        self.limits.min <= 1 || self.live() == 1
+    /// Whether the pool runs one thread now (then a demand blocked on it has no other
+    /// worker).
+    pub(crate) fn runs_one(&self) -> bool {
+        self.live() <= 1
+    }
+
+    /// A worker of this pool is about to block until another of its workers answers: true,
+    /// and counted until [`leave_blocked`](Self::leave_blocked), if a thread besides it and
+    /// every other worker so blocked runs now; false otherwise (nobody could answer). While
+    /// it is counted, no thread retires below that number, whatever the count asked for
+    /// (a harmonizer's included).
+    pub(crate) fn enter_blocked(&self) -> bool {
+        let slots = self.slots.lock();
+        let blocked = self.blocked.load(Ordering::Relaxed);
+        if slots.1 < blocked + 2 {
+            return false;
+        }
+        self.blocked.store(blocked + 1, Ordering::Relaxed);
+        true
+    }
+
+    /// The end of a wait [`enter_blocked`](Self::enter_blocked) counted.
+    pub(crate) fn leave_blocked(&self) {
+        let _slots = self.slots.lock();
+        self.blocked.fetch_sub(1, Ordering::Relaxed);
     }
 
     /// A pool with limits: measured, elastic.
@@ -130,6 +155,7 @@ impl ThreadCtl {
             target: AtomicUsize::new(limits.default),
             live: AtomicUsize::new(0),
             slots: Mutex::new((vec![false; limits.max], 0)),
+            blocked: AtomicUsize::new(0),
             stats: (0..limits.max).map(|_| SlotStats::default()).collect(),
             latency: std::array::from_fn(|_| AtomicU64::new(0)),
             epoch: Instant::now(),
@@ -224,7 +250,8 @@ impl ThreadCtl {
             return false;
         }
         let mut slots = self.slots.lock();
-        if slots.1 <= self.target() {
+        // Workers blocked in requests need one more thread than themselves running.
+        if slots.1 <= self.target() || slots.1 < self.blocked.load(Ordering::Relaxed) + 2 {
             return false;
         }
         slots.0[slot] = false;
@@ -515,5 +542,37 @@ impl ElasticPool for Handle {
         if let Some(ops) = self.0.ops() {
             ops.nudge();
         }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// A worker blocked in a request keeps a thread besides itself (and every other worker
+    /// so blocked) running: no thread retires below that, whatever the count asks; once the
+    /// wait ends, the count is obeyed again. With no thread to spare, the wait is refused.
+    #[test]
+    fn workers_blocked_in_requests_keep_a_thread_to_answer_them() {
+        let ctl = ThreadCtl::elastic("p", ThreadLimits::new(1, 3, 3));
+        let slots: Vec<usize> = (0..3).map(|_| ctl.occupy_free_slot().unwrap()).collect();
+        assert!(ctl.enter_blocked(), "3 threads: one blocked, two free");
+        assert!(ctl.enter_blocked(), "two blocked, one free");
+        assert!(!ctl.enter_blocked(), "a third would leave nobody to answer");
+        ctl.set_target(1);
+        assert!(!ctl.retire(slots[2]), "the one free thread stays");
+        assert_eq!(ctl.live(), 3);
+        ctl.leave_blocked();
+        assert!(
+            ctl.retire(slots[2]),
+            "one blocked needs two threads, not three"
+        );
+        assert!(!ctl.retire(slots[1]));
+        assert_eq!(ctl.live(), 2);
+        ctl.leave_blocked();
+        assert!(ctl.retire(slots[1]), "nobody waits: the count rules");
+        assert_eq!(ctl.live(), 1);
+        assert!(ctl.runs_one());
+        assert!(!ctl.enter_blocked(), "one thread: nobody else to answer");
     }
 }

@@ -451,3 +451,60 @@ fn an_idle_shared_thread_is_used_before_a_full_thread_is_granted() {
     assert!(close(b.model.globals.shared_free_cpu, 1.0));
     assert_eq!(st[0].current_thread_count, 5);
 }
+
+/// The stats of a pool report its spec as given: name, priority, and the counts (minimum,
+/// default, maximum and current, each with the pool's own shared thread).
+#[test]
+fn pool_stats_report_the_pool_s_spec() {
+    let mut model = Model::default();
+    model.add_pool(PoolSpec {
+        name: "io".into(),
+        min_full: 2,
+        default_full: 3,
+        max_full: 5,
+        priority: 7,
+        own_shared: 1,
+    });
+    model.add_pool(PoolSpec {
+        name: "batch".into(),
+        min_full: 1,
+        default_full: 1,
+        max_full: 1,
+        priority: -2,
+        own_shared: 0,
+    });
+    let st = model.pool_stats();
+    assert_eq!(st.len(), 2);
+    let got = |i: usize| {
+        let s = &st[i];
+        (
+            s.name.as_str(),
+            s.priority,
+            s.min_thread_count,
+            s.default_thread_count,
+            s.max_thread_count,
+            s.current_thread_count,
+        )
+    };
+    assert_eq!(got(0), ("io", 7, 3, 4, 6, 4));
+    assert_eq!(got(1), ("batch", -2, 1, 1, 1, 1));
+}
+
+/// YDB's starvation rule on one busy thread (so that `elapsed − cpu > 0.5` cannot decide):
+/// a pool whose threads got less CPU than 70 % of the time they were not parked is starved;
+/// at 71 % it is not (both figures after the rescale that counts 90 % as fully busy).
+#[test]
+fn a_pool_is_starved_below_seventy_percent_of_its_elapsed_time_in_cpu() {
+    for (cpu, starved) in [(0.69, true), (0.71, false), (0.95, false), (0.5, true)] {
+        let mut b = Bench::new(vec![MockPool::new(1, 2, 4)]);
+        for _ in 0..20 {
+            // Rescaled: a thread 90 % busy counts as fully busy.
+            b.pools[0].add(cpu * 0.9, 0.9, 0, 1);
+            b.harmonize_after(S);
+        }
+        let st = &b.model.pool_stats()[0];
+        assert!(close(st.elapsed, 1.0), "elapsed {}", st.elapsed);
+        assert!(close(st.cpu, cpu), "cpu {}", st.cpu);
+        assert_eq!(st.is_starved, starved, "cpu {cpu} of 1.0 elapsed");
+    }
+}

@@ -440,6 +440,7 @@ impl Inner {
 /// assert_eq!(stats.pools.len(), 2);
 /// assert_eq!(stats.pools[0].name, "interactive");
 /// ```
+#[must_use = "dropping the Harmonizer stops it: keep it in a variable for as long as the pools should follow the load, or give it to the environment with `env.keep(harmonizer)`"]
 pub struct Harmonizer {
     /// Dropped first: what tells [`HarmonizerObserver`]s that the handle is gone.
     alive: Arc<()>,

@@ -48,6 +48,7 @@ use crate::message::MessageType;
 ///     assert_eq!(chain.len(), 2);
 /// }).unwrap();
 /// ```
+#[must_use = "dropping the binding removes it: keep it, or give it to the environment with `env.keep(binding)`"]
 #[derive(Debug, Default)]
 pub struct SingleSinkBinding {
     bound: Option<Bound>,
@@ -221,6 +222,7 @@ impl Drop for SingleSinkBinding {
 ///     assert_eq!(chain.len(), 2);
 /// }).unwrap();
 /// ```
+#[must_use = "dropping the binding removes its bindings: keep it, or give it to the environment with `env.keep(binding)`"]
 #[derive(Debug, Default)]
 pub struct MultiSinkBinding {
     bound: Mutex<Vec<Bound>>,

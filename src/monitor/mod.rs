@@ -254,6 +254,7 @@ impl Shared {
 /// A running introspection page: see the [module docs](self).
 ///
 /// Dropping it stops the server (and waits for its thread).
+#[must_use = "dropping the Monitor stops the page: keep it in a variable for as long as the page should be served, or give it to the environment with `env.keep(monitor)`"]
 pub struct Monitor {
     shared: Arc<Shared>,
     addr: SocketAddr,

@@ -632,3 +632,189 @@ fn async_code_asks_an_actor() {
     system.stop();
     wrapped.stop_then_join().unwrap();
 }
+
+// ---- FutureHandle::abort against a future being polled ---------------------------------
+
+/// How many times each abort race is run.
+const ABORT_ROUNDS: u32 = 20;
+
+/// A future that, on its first poll, says it is being polled, then blocks its runtime
+/// thread inside that poll until released, then returns `output`: an abort is forced to
+/// land while the future is being polled and is about to complete.
+fn gated<T: Send + 'static>(
+    output: T,
+) -> (
+    impl std::future::Future<Output = T> + Send + 'static,
+    mpsc::Receiver<()>,
+    mpsc::Sender<()>,
+) {
+    let (polled_tx, polled) = mpsc::channel();
+    let (release, release_rx) = mpsc::channel::<()>();
+    let future = async move {
+        let _ = polled_tx.send(());
+        let _ = release_rx.recv_timeout(PATIENCE);
+        output
+    };
+    (future, polled, release)
+}
+
+struct Marker(u32);
+
+/// Starts one gated future; hands its handle out; reports its output and each `Marker`.
+struct AbortTarget {
+    rt: Handle,
+    gate: Option<(mpsc::Sender<agentbox::tokio_interop::FutureHandle>, u32)>,
+    future: Option<Pin<Box<dyn std::future::Future<Output = Computed> + Send>>>,
+    results: mpsc::Sender<u32>,
+}
+
+impl Agent for AbortTarget {
+    fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+        ctx.subscribe_self()
+            .event(|a: &mut Self, _, c: &Computed| {
+                let _ = a.results.send(c.0);
+            })?;
+        ctx.subscribe_self().event(|a: &mut Self, _, m: &Marker| {
+            let _ = a.results.send(m.0);
+        })?;
+        Ok(())
+    }
+
+    fn on_start(&mut self, ctx: &mut Context<Self>) {
+        if let (Some((handles, _)), Some(future)) = (self.gate.take(), self.future.take()) {
+            let handle = ctx.spawn_future(&self.rt, future).unwrap();
+            let _ = handles.send(handle);
+        }
+    }
+}
+
+/// Rule: once `FutureHandle::abort` has returned `true`, the agent never gets the
+/// future's result, even when the abort came while the future was being polled on
+/// its runtime thread and that poll then completed.
+#[test]
+fn an_agents_future_aborted_while_being_polled_never_delivers_its_result() {
+    let rt = RuntimeThread::start();
+    let wrapped = WrappedEnv::new(|_| {}).unwrap();
+    let env = wrapped.environment().clone();
+    for round in 0..ABORT_ROUNDS {
+        let (future, polled, release) = gated(Computed(7));
+        let (handles, handle_rx) = mpsc::channel();
+        let (results, got) = mpsc::channel();
+        let target = env
+            .introduce_coop(|c| {
+                c.add_agent(AbortTarget {
+                    rt: rt.handle.clone(),
+                    gate: Some((handles, round)),
+                    future: Some(Box::pin(future)),
+                    results,
+                })
+            })
+            .unwrap();
+        let handle = handle_rx.recv_timeout(PATIENCE).unwrap();
+        polled
+            .recv_timeout(PATIENCE)
+            .expect("the future's first poll");
+        // The runtime thread is inside the poll now.
+        assert!(handle.abort(), "round {round}: a running future's abort");
+        release.send(()).unwrap();
+        wait_until("the aborted task's end", || handle.is_finished());
+        // A result sent before the task ended would come before this marker.
+        send(&target, Marker(1000 + round)).unwrap();
+        assert_eq!(
+            got.recv_timeout(PATIENCE).unwrap(),
+            1000 + round,
+            "round {round}: the result came after the abort returned"
+        );
+    }
+    // A finished future's result was sent: its late abort says so.
+    let (future, polled, release) = gated(Computed(8));
+    let (handles, handle_rx) = mpsc::channel();
+    let (results, got) = mpsc::channel();
+    env.introduce_coop(|c| {
+        c.add_agent(AbortTarget {
+            rt: rt.handle.clone(),
+            gate: Some((handles, 0)),
+            future: Some(Box::pin(future)),
+            results,
+        })
+    })
+    .unwrap();
+    let handle = handle_rx.recv_timeout(PATIENCE).unwrap();
+    polled.recv_timeout(PATIENCE).unwrap();
+    release.send(()).unwrap();
+    assert_eq!(got.recv_timeout(PATIENCE).unwrap(), 8);
+    assert!(!handle.abort(), "the result was sent before the abort");
+    wrapped.stop_then_join().unwrap();
+}
+
+struct ActorMarker(u64);
+impl Event for ActorMarker {
+    const EVENT_TYPE: u32 = EVENTS + 6;
+}
+
+/// Starts one gated future at bootstrap; hands its handle out; reports its `Done` and
+/// each `ActorMarker`.
+struct ActorAbortTarget {
+    rt: Handle,
+    future: Option<Pin<Box<dyn std::future::Future<Output = Done> + Send>>>,
+    handles: mpsc::Sender<agentbox::tokio_interop::FutureHandle>,
+    results: mpsc::Sender<u64>,
+}
+
+impl Actor for ActorAbortTarget {
+    fn bootstrap(&mut self, ctx: &mut ActorContext<Self>, _parent: ActorId) {
+        if let Some(future) = self.future.take() {
+            let _ = self.handles.send(ctx.spawn_future(&self.rt, future));
+        }
+        ctx.become_state(Self::working);
+    }
+}
+
+impl ActorAbortTarget {
+    fn working(&mut self, _ctx: &mut ActorContext<Self>, mut ev: EventHandle) -> Handled {
+        if let Some(Done(n)) = ev.take::<Done>() {
+            let _ = self.results.send(n);
+        } else if let Some(ActorMarker(n)) = ev.take::<ActorMarker>() {
+            let _ = self.results.send(n);
+        } else {
+            return ev.unhandled();
+        }
+        Handled::Yes
+    }
+}
+
+/// The same rule for an actor's future.
+#[test]
+fn an_actors_future_aborted_while_being_polled_never_delivers_its_result() {
+    let rt = RuntimeThread::start();
+    let wrapped = WrappedEnv::new(|_| {}).unwrap();
+    let system = ActorSystem::start(wrapped.environment(), SystemSetup::new(1)).unwrap();
+    for round in 0..u64::from(ABORT_ROUNDS) {
+        let (future, polled, release) = gated(Done(9));
+        let (handles, handle_rx) = mpsc::channel();
+        let (results, got) = mpsc::channel();
+        let target = system
+            .register(ActorAbortTarget {
+                rt: rt.handle.clone(),
+                future: Some(Box::pin(future)),
+                handles,
+                results,
+            })
+            .unwrap();
+        let handle = handle_rx.recv_timeout(PATIENCE).unwrap();
+        polled
+            .recv_timeout(PATIENCE)
+            .expect("the future's first poll");
+        assert!(handle.abort(), "round {round}: a running future's abort");
+        release.send(()).unwrap();
+        wait_until("the aborted task's end", || handle.is_finished());
+        system.send(target, ActorMarker(1000 + round));
+        assert_eq!(
+            got.recv_timeout(PATIENCE).unwrap(),
+            1000 + round,
+            "round {round}: the result came after the abort returned"
+        );
+    }
+    system.stop();
+    wrapped.stop_then_join().unwrap();
+}

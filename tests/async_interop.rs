@@ -5,6 +5,7 @@
 //! Run with `cargo test --features tokio --test async_interop`.
 #![cfg(feature = "tokio")]
 
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{mpsc, Arc};
@@ -816,5 +817,102 @@ fn an_actors_future_aborted_while_being_polled_never_delivers_its_result() {
         );
     }
     system.stop();
+    wrapped.stop_then_join().unwrap();
+}
+
+// ---- nothing left behind by a dropped reader or waiter ---------------------------------
+
+/// A task waker that counts its wake-ups; its `Arc`'s strong count shows who holds it.
+#[derive(Default)]
+struct CountingWake(AtomicU32);
+
+impl std::task::Wake for CountingWake {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// How many async readers or waiters are given up in each leak test.
+const GIVEN_UP: usize = 10_000;
+
+/// Polls `f` once with a waker of its own; the future must be pending.
+fn poll_once_pending<F: std::future::Future + Unpin>(f: &mut F, wake: &Arc<CountingWake>)
+where
+    F::Output: std::fmt::Debug,
+{
+    let waker = std::task::Waker::from(wake.clone());
+    let mut cx = std::task::Context::from_waker(&waker);
+    assert!(Pin::new(f).poll(&mut cx).is_pending());
+}
+
+/// Rule: a `recv_async` future or an mchain stream dropped while it waits leaves
+/// nothing behind in the chain: each task's waker is let go with it (the chain held
+/// every one until the next send).
+#[test]
+fn dropped_mchain_readers_leave_no_waker_in_the_chain() {
+    let wrapped = WrappedEnv::new(|_| {}).unwrap();
+    let chain = wrapped
+        .environment()
+        .create_mchain(MChainParams::unbounded());
+    let wakes: Vec<Arc<CountingWake>> = (0..GIVEN_UP).map(|_| Arc::default()).collect();
+    for (i, w) in wakes.iter().enumerate() {
+        if i % 2 == 0 {
+            let mut recv = chain.recv_async();
+            poll_once_pending(&mut recv, w);
+            // Polled again with the same waker: still one entry, still let go.
+            poll_once_pending(&mut recv, w);
+        } else {
+            let mut stream = chain.stream();
+            let mut next = Box::pin(std::future::poll_fn(|cx| {
+                Pin::new(&mut stream).poll_next(cx)
+            }));
+            poll_once_pending(&mut next, w);
+        }
+    }
+    let held = wakes.iter().filter(|w| Arc::strong_count(w) > 1).count();
+    assert_eq!(held, 0, "wakers of dropped readers still held by the chain");
+
+    // A waiting reader is still woken, once, by a send; the dropped ones are not.
+    let live = Arc::new(CountingWake::default());
+    let mut recv = chain.recv_async();
+    poll_once_pending(&mut recv, &live);
+    chain.send(5u32).unwrap();
+    assert_eq!(live.0.load(Ordering::SeqCst), 1);
+    assert!(wakes.iter().all(|w| w.0.load(Ordering::SeqCst) == 0));
+    let waker = std::task::Waker::from(live.clone());
+    let got = Pin::new(&mut recv).poll(&mut std::task::Context::from_waker(&waker));
+    assert!(matches!(got, std::task::Poll::Ready(Some(m)) if m.downcast_ref::<u32>() == Some(&5)));
+    drop(recv);
+    drop(waker);
+    assert_eq!(Arc::strong_count(&live), 1);
+    wrapped.stop_then_join().unwrap();
+}
+
+/// Rule: an `Environment::finished` future dropped before the end takes its hook back
+/// (each call added one that stayed until the environment finished).
+#[test]
+fn dropped_finished_futures_leave_no_hook_in_the_environment() {
+    let wrapped = WrappedEnv::new(|_| {}).unwrap();
+    let env = wrapped.environment().clone();
+    let base = env.waiting_finish_hooks();
+    let wake = Arc::new(CountingWake::default());
+    let mut futures: Vec<_> = (0..GIVEN_UP).map(|_| env.finished()).collect();
+    for f in futures.iter_mut().step_by(100) {
+        poll_once_pending(f, &wake);
+    }
+    assert_eq!(env.waiting_finish_hooks(), base + GIVEN_UP);
+    drop(futures);
+    assert_eq!(
+        env.waiting_finish_hooks(),
+        base,
+        "hooks of dropped futures still held by the environment"
+    );
+    // One kept future still resolves at the end.
+    let kept = env.finished();
+    env.stop();
+    current_thread()
+        .block_on(async { tokio::time::timeout(PATIENCE, kept).await })
+        .expect("the environment's end");
+    assert_eq!(Arc::strong_count(&wake), 1);
     wrapped.stop_then_join().unwrap();
 }

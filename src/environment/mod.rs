@@ -132,8 +132,12 @@ struct EnvState {
     finished: bool,
     init_done: bool,
     /// Hook of feature `tokio` (`tokio_interop`'s awaitable end): run once, outside the
-    /// lock, when `finished` is set. Empty unless an async caller awaits the end.
-    finish_hooks: Vec<Box<dyn FnOnce() + Send>>,
+    /// lock, when `finished` is set, in the order they came; each under its key until
+    /// then, so that a future given up takes its hook back. Empty unless an async caller
+    /// awaits the end.
+    finish_hooks: std::collections::BTreeMap<u64, Box<dyn FnOnce() + Send>>,
+    /// The key of the next finish hook.
+    next_finish_hook: u64,
 }
 
 enum FinalCmd {
@@ -604,7 +608,7 @@ impl Environment {
         self.0.finished.notify_all();
         let hooks = std::mem::take(&mut st.finish_hooks);
         drop(st);
-        for hook in hooks {
+        for hook in hooks.into_values() {
             hook();
         }
     }
@@ -613,18 +617,39 @@ impl Environment {
     /// gone after a stop: what [`launch`](Self::launch) waits for), at once if it has.
     /// The hook runs on the thread that finished the environment, with no lock held; it
     /// must be short and must not panic (it completes a oneshot channel).
+    ///
+    /// Returns the hook's key while it waits (`None`: it has run already), for
+    /// [`cancel_on_finished`](Self::cancel_on_finished).
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
-    pub(crate) fn on_finished(&self, hook: Box<dyn FnOnce() + Send>) {
+    pub(crate) fn on_finished(&self, hook: Box<dyn FnOnce() + Send>) -> Option<u64> {
         let hook = {
             let mut st = self.0.state.lock();
             if st.finished {
                 hook
             } else {
-                st.finish_hooks.push(hook);
-                return;
+                let key = st.next_finish_hook;
+                st.next_finish_hook += 1;
+                st.finish_hooks.insert(key, hook);
+                return Some(key);
             }
         };
         hook();
+        None
+    }
+
+    /// Hook of feature `tokio`: takes back the waiting hook under `key` (its future was
+    /// dropped); nothing if it has run. The hook is dropped outside the lock.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn cancel_on_finished(&self, key: u64) {
+        let hook = self.0.state.lock().finish_hooks.remove(&key);
+        drop(hook);
+    }
+
+    /// For tests: how many finish hooks wait (one per pending
+    /// `Environment::finished` future of feature `tokio`).
+    #[doc(hidden)]
+    pub fn waiting_finish_hooks(&self) -> usize {
+        self.0.state.lock().finish_hooks.len()
     }
 }
 

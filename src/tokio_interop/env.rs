@@ -7,7 +7,7 @@ use std::task::{Context, Poll};
 
 use tokio::sync::oneshot;
 
-use crate::environment::Environment;
+use crate::environment::{Environment, WeakEnv};
 
 impl Environment {
     /// A future that resolves once the environment has finished (feature `tokio`): it
@@ -15,7 +15,9 @@ impl Environment {
     /// what [`launch`](Self::launch) waits for before it returns. Already finished: it
     /// resolves at once.
     ///
-    /// It holds no reference to the environment and needs no particular runtime.
+    /// It holds no reference to the environment (only a weak one) and needs no
+    /// particular runtime. Dropping it before it resolves leaves nothing behind in the
+    /// environment.
     ///
     /// # Examples
     ///
@@ -31,10 +33,13 @@ impl Environment {
     /// ```
     pub fn finished(&self) -> EnvFinished {
         let (tx, rx) = oneshot::channel();
-        self.on_finished(Box::new(move || {
+        let key = self.on_finished(Box::new(move || {
             let _ = tx.send(());
         }));
-        EnvFinished { rx }
+        EnvFinished {
+            rx,
+            hook: key.map(|k| (self.downgrade(), k)),
+        }
     }
 }
 
@@ -42,6 +47,18 @@ impl Environment {
 #[must_use = "a future does nothing unless awaited"]
 pub struct EnvFinished {
     rx: oneshot::Receiver<()>,
+    /// The environment's hook that completes `rx`, taken back on drop.
+    hook: Option<(WeakEnv, u64)>,
+}
+
+impl Drop for EnvFinished {
+    fn drop(&mut self) {
+        if let Some((env, key)) = self.hook.take() {
+            if let Some(env) = env.upgrade() {
+                env.cancel_on_finished(key);
+            }
+        }
+    }
 }
 
 impl Future for EnvFinished {

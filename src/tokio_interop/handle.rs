@@ -16,7 +16,7 @@ use crate::coop::{CoopHandle, DeregReason};
 ///
 /// # How the result and an abort are ordered
 ///
-/// The task and [`abort`](Self::abort) race for one flag (the future's [`Verdict`]):
+/// The task and [`abort`](Self::abort) race for one flag (shared by the task and the handle):
 ///
 /// 1. The task, once the future has returned its output, claims the flag and sends the
 ///    output only if it got it first.

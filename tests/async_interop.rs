@@ -664,7 +664,7 @@ struct Marker(u32);
 /// Starts one gated future; hands its handle out; reports its output and each `Marker`.
 struct AbortTarget {
     rt: Handle,
-    gate: Option<(mpsc::Sender<agentbox::tokio_interop::FutureHandle>, u32)>,
+    handles: Option<mpsc::Sender<agentbox::tokio_interop::FutureHandle>>,
     future: Option<Pin<Box<dyn std::future::Future<Output = Computed> + Send>>>,
     results: mpsc::Sender<u32>,
 }
@@ -682,7 +682,7 @@ impl Agent for AbortTarget {
     }
 
     fn on_start(&mut self, ctx: &mut Context<Self>) {
-        if let (Some((handles, _)), Some(future)) = (self.gate.take(), self.future.take()) {
+        if let (Some(handles), Some(future)) = (self.handles.take(), self.future.take()) {
             let handle = ctx.spawn_future(&self.rt, future).unwrap();
             let _ = handles.send(handle);
         }
@@ -705,7 +705,7 @@ fn an_agents_future_aborted_while_being_polled_never_delivers_its_result() {
             .introduce_coop(|c| {
                 c.add_agent(AbortTarget {
                     rt: rt.handle.clone(),
-                    gate: Some((handles, round)),
+                    handles: Some(handles),
                     future: Some(Box::pin(future)),
                     results,
                 })
@@ -734,7 +734,7 @@ fn an_agents_future_aborted_while_being_polled_never_delivers_its_result() {
     env.introduce_coop(|c| {
         c.add_agent(AbortTarget {
             rt: rt.handle.clone(),
-            gate: Some((handles, 0)),
+            handles: Some(handles),
             future: Some(Box::pin(future)),
             results,
         })

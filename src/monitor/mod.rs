@@ -24,7 +24,8 @@
 //! Nothing runs on the message path for the page, whether or not it is open: it reads what
 //! the environment, the dispatchers, the systems and the sessions count anyway (see
 //! [`Environment::introspect`]). While a monitor runs, its thread reads the dispatchers'
-//! and pools' counters once a second for the chart (each dispatcher's stats lock, briefly),
+//! and pools' counters once a second for the chart (each dispatcher's stats lock, briefly)
+//! and looks for new connections every 10 ms (each served by a thread `agentbox-page`),
 //! and a dead letter of an attached system is also logged by the monitor (a short lock).
 //! Attaching a system subscribes the monitor to its dead-letters mbox, so its dead letters
 //! no longer count as `no_subscribers` drops of the environment.

@@ -114,6 +114,8 @@ impl Sampler {
 
 /// How often the thread looks for new connections and at its stop conditions.
 const ACCEPT_POLL: Duration = Duration::from_millis(10);
+/// The name of a connection's thread.
+const CONNECTION_THREAD: &str = "agentbox-page";
 
 /// What a connection's thread needs to answer.
 struct Ctx {
@@ -174,7 +176,7 @@ pub(crate) fn run(listener: TcpListener, shared: Arc<Shared>, env: WeakEnv) {
                     }
                     let ctx = ctx.clone();
                     let spawned = std::thread::Builder::new()
-                        .name("agentbox-monitor-conn".into())
+                        .name(CONNECTION_THREAD.into())
                         .spawn(move || {
                             http::serve(stream, &ctx.closing, |head| answer(head, &ctx));
                         });

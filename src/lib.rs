@@ -135,7 +135,7 @@
 //! - `monitor` (off by default): `agentbox::monitor`, a live introspection page of a running
 //!   environment (HTML and JSON over HTTP on a loopback address, no authentication):
 //!   coops and agents with their states, dispatchers, YDB actor systems and interconnect
-//!   sessions, and a chart of the last minute. It adds `tiny_http` and `serde_json`; the
+//!   sessions, and a chart of the last minute. It adds `serde_json`; the
 //!   figures it reads come from [`Environment::introspect`], which is always there.
 
 // `unsafe` lives in two modules, each allowing it for itself: the message's thin node

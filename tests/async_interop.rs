@@ -5,6 +5,7 @@
 //! Run with `cargo test --features tokio --test async_interop`.
 #![cfg(feature = "tokio")]
 
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{mpsc, Arc};
@@ -630,5 +631,288 @@ fn async_code_asks_an_actor() {
         assert!(matches!(silent, Err(AskError::Timeout)), "{silent:?}");
     });
     system.stop();
+    wrapped.stop_then_join().unwrap();
+}
+
+// ---- FutureHandle::abort against a future being polled ---------------------------------
+
+/// How many times each abort race is run.
+const ABORT_ROUNDS: u32 = 20;
+
+/// A future that, on its first poll, says it is being polled, then blocks its runtime
+/// thread inside that poll until released, then returns `output`: an abort is forced to
+/// land while the future is being polled and is about to complete.
+fn gated<T: Send + 'static>(
+    output: T,
+) -> (
+    impl std::future::Future<Output = T> + Send + 'static,
+    mpsc::Receiver<()>,
+    mpsc::Sender<()>,
+) {
+    let (polled_tx, polled) = mpsc::channel();
+    let (release, release_rx) = mpsc::channel::<()>();
+    let future = async move {
+        let _ = polled_tx.send(());
+        let _ = release_rx.recv_timeout(PATIENCE);
+        output
+    };
+    (future, polled, release)
+}
+
+struct Marker(u32);
+
+/// Starts one gated future; hands its handle out; reports its output and each `Marker`.
+struct AbortTarget {
+    rt: Handle,
+    handles: Option<mpsc::Sender<agentbox::tokio_interop::FutureHandle>>,
+    future: Option<Pin<Box<dyn std::future::Future<Output = Computed> + Send>>>,
+    results: mpsc::Sender<u32>,
+}
+
+impl Agent for AbortTarget {
+    fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+        ctx.subscribe_self()
+            .event(|a: &mut Self, _, c: &Computed| {
+                let _ = a.results.send(c.0);
+            })?;
+        ctx.subscribe_self().event(|a: &mut Self, _, m: &Marker| {
+            let _ = a.results.send(m.0);
+        })?;
+        Ok(())
+    }
+
+    fn on_start(&mut self, ctx: &mut Context<Self>) {
+        if let (Some(handles), Some(future)) = (self.handles.take(), self.future.take()) {
+            let handle = ctx.spawn_future(&self.rt, future).unwrap();
+            let _ = handles.send(handle);
+        }
+    }
+}
+
+/// Rule: once `FutureHandle::abort` has returned `true`, the agent never gets the
+/// future's result, even when the abort came while the future was being polled on
+/// its runtime thread and that poll then completed.
+#[test]
+fn an_agents_future_aborted_while_being_polled_never_delivers_its_result() {
+    let rt = RuntimeThread::start();
+    let wrapped = WrappedEnv::new(|_| {}).unwrap();
+    let env = wrapped.environment().clone();
+    for round in 0..ABORT_ROUNDS {
+        let (future, polled, release) = gated(Computed(7));
+        let (handles, handle_rx) = mpsc::channel();
+        let (results, got) = mpsc::channel();
+        let target = env
+            .introduce_coop(|c| {
+                c.add_agent(AbortTarget {
+                    rt: rt.handle.clone(),
+                    handles: Some(handles),
+                    future: Some(Box::pin(future)),
+                    results,
+                })
+            })
+            .unwrap();
+        let handle = handle_rx.recv_timeout(PATIENCE).unwrap();
+        polled
+            .recv_timeout(PATIENCE)
+            .expect("the future's first poll");
+        // The runtime thread is inside the poll now.
+        assert!(handle.abort(), "round {round}: a running future's abort");
+        release.send(()).unwrap();
+        wait_until("the aborted task's end", || handle.is_finished());
+        // A result sent before the task ended would come before this marker.
+        send(&target, Marker(1000 + round)).unwrap();
+        assert_eq!(
+            got.recv_timeout(PATIENCE).unwrap(),
+            1000 + round,
+            "round {round}: the result came after the abort returned"
+        );
+    }
+    // A finished future's result was sent: its late abort says so.
+    let (future, polled, release) = gated(Computed(8));
+    let (handles, handle_rx) = mpsc::channel();
+    let (results, got) = mpsc::channel();
+    env.introduce_coop(|c| {
+        c.add_agent(AbortTarget {
+            rt: rt.handle.clone(),
+            handles: Some(handles),
+            future: Some(Box::pin(future)),
+            results,
+        })
+    })
+    .unwrap();
+    let handle = handle_rx.recv_timeout(PATIENCE).unwrap();
+    polled.recv_timeout(PATIENCE).unwrap();
+    release.send(()).unwrap();
+    assert_eq!(got.recv_timeout(PATIENCE).unwrap(), 8);
+    assert!(!handle.abort(), "the result was sent before the abort");
+    wrapped.stop_then_join().unwrap();
+}
+
+struct ActorMarker(u64);
+impl Event for ActorMarker {
+    const EVENT_TYPE: u32 = EVENTS + 6;
+}
+
+/// Starts one gated future at bootstrap; hands its handle out; reports its `Done` and
+/// each `ActorMarker`.
+struct ActorAbortTarget {
+    rt: Handle,
+    future: Option<Pin<Box<dyn std::future::Future<Output = Done> + Send>>>,
+    handles: mpsc::Sender<agentbox::tokio_interop::FutureHandle>,
+    results: mpsc::Sender<u64>,
+}
+
+impl Actor for ActorAbortTarget {
+    fn bootstrap(&mut self, ctx: &mut ActorContext<Self>, _parent: ActorId) {
+        if let Some(future) = self.future.take() {
+            let _ = self.handles.send(ctx.spawn_future(&self.rt, future));
+        }
+        ctx.become_state(Self::working);
+    }
+}
+
+impl ActorAbortTarget {
+    fn working(&mut self, _ctx: &mut ActorContext<Self>, mut ev: EventHandle) -> Handled {
+        if let Some(Done(n)) = ev.take::<Done>() {
+            let _ = self.results.send(n);
+        } else if let Some(ActorMarker(n)) = ev.take::<ActorMarker>() {
+            let _ = self.results.send(n);
+        } else {
+            return ev.unhandled();
+        }
+        Handled::Yes
+    }
+}
+
+/// The same rule for an actor's future.
+#[test]
+fn an_actors_future_aborted_while_being_polled_never_delivers_its_result() {
+    let rt = RuntimeThread::start();
+    let wrapped = WrappedEnv::new(|_| {}).unwrap();
+    let system = ActorSystem::start(wrapped.environment(), SystemSetup::new(1)).unwrap();
+    for round in 0..u64::from(ABORT_ROUNDS) {
+        let (future, polled, release) = gated(Done(9));
+        let (handles, handle_rx) = mpsc::channel();
+        let (results, got) = mpsc::channel();
+        let target = system
+            .register(ActorAbortTarget {
+                rt: rt.handle.clone(),
+                future: Some(Box::pin(future)),
+                handles,
+                results,
+            })
+            .unwrap();
+        let handle = handle_rx.recv_timeout(PATIENCE).unwrap();
+        polled
+            .recv_timeout(PATIENCE)
+            .expect("the future's first poll");
+        assert!(handle.abort(), "round {round}: a running future's abort");
+        release.send(()).unwrap();
+        wait_until("the aborted task's end", || handle.is_finished());
+        system.send(target, ActorMarker(1000 + round));
+        assert_eq!(
+            got.recv_timeout(PATIENCE).unwrap(),
+            1000 + round,
+            "round {round}: the result came after the abort returned"
+        );
+    }
+    system.stop();
+    wrapped.stop_then_join().unwrap();
+}
+
+// ---- nothing left behind by a dropped reader or waiter ---------------------------------
+
+/// A task waker that counts its wake-ups; its `Arc`'s strong count shows who holds it.
+#[derive(Default)]
+struct CountingWake(AtomicU32);
+
+impl std::task::Wake for CountingWake {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// How many async readers or waiters are given up in each leak test.
+const GIVEN_UP: usize = 10_000;
+
+/// Polls `f` once with a waker of its own; the future must be pending.
+fn poll_once_pending<F: std::future::Future + Unpin>(f: &mut F, wake: &Arc<CountingWake>)
+where
+    F::Output: std::fmt::Debug,
+{
+    let waker = std::task::Waker::from(wake.clone());
+    let mut cx = std::task::Context::from_waker(&waker);
+    assert!(Pin::new(f).poll(&mut cx).is_pending());
+}
+
+/// Rule: a `recv_async` future or an mchain stream dropped while it waits leaves
+/// nothing behind in the chain: each task's waker is let go with it (the chain held
+/// every one until the next send).
+#[test]
+fn dropped_mchain_readers_leave_no_waker_in_the_chain() {
+    let wrapped = WrappedEnv::new(|_| {}).unwrap();
+    let chain = wrapped
+        .environment()
+        .create_mchain(MChainParams::unbounded());
+    let wakes: Vec<Arc<CountingWake>> = (0..GIVEN_UP).map(|_| Arc::default()).collect();
+    for (i, w) in wakes.iter().enumerate() {
+        if i % 2 == 0 {
+            let mut recv = chain.recv_async();
+            poll_once_pending(&mut recv, w);
+            // Polled again with the same waker: still one entry, still let go.
+            poll_once_pending(&mut recv, w);
+        } else {
+            let mut stream = chain.stream();
+            let mut next = Box::pin(std::future::poll_fn(|cx| {
+                Pin::new(&mut stream).poll_next(cx)
+            }));
+            poll_once_pending(&mut next, w);
+        }
+    }
+    let held = wakes.iter().filter(|w| Arc::strong_count(w) > 1).count();
+    assert_eq!(held, 0, "wakers of dropped readers still held by the chain");
+
+    // A waiting reader is still woken, once, by a send; the dropped ones are not.
+    let live = Arc::new(CountingWake::default());
+    let mut recv = chain.recv_async();
+    poll_once_pending(&mut recv, &live);
+    chain.send(5u32).unwrap();
+    assert_eq!(live.0.load(Ordering::SeqCst), 1);
+    assert!(wakes.iter().all(|w| w.0.load(Ordering::SeqCst) == 0));
+    let waker = std::task::Waker::from(live.clone());
+    let got = Pin::new(&mut recv).poll(&mut std::task::Context::from_waker(&waker));
+    assert!(matches!(got, std::task::Poll::Ready(Some(m)) if m.downcast_ref::<u32>() == Some(&5)));
+    drop(recv);
+    drop(waker);
+    assert_eq!(Arc::strong_count(&live), 1);
+    wrapped.stop_then_join().unwrap();
+}
+
+/// Rule: an `Environment::finished` future dropped before the end takes its hook back
+/// (each call added one that stayed until the environment finished).
+#[test]
+fn dropped_finished_futures_leave_no_hook_in_the_environment() {
+    let wrapped = WrappedEnv::new(|_| {}).unwrap();
+    let env = wrapped.environment().clone();
+    let base = env.waiting_finish_hooks();
+    let wake = Arc::new(CountingWake::default());
+    let mut futures: Vec<_> = (0..GIVEN_UP).map(|_| env.finished()).collect();
+    for f in futures.iter_mut().step_by(100) {
+        poll_once_pending(f, &wake);
+    }
+    assert_eq!(env.waiting_finish_hooks(), base + GIVEN_UP);
+    drop(futures);
+    assert_eq!(
+        env.waiting_finish_hooks(),
+        base,
+        "hooks of dropped futures still held by the environment"
+    );
+    // One kept future still resolves at the end.
+    let kept = env.finished();
+    env.stop();
+    current_thread()
+        .block_on(async { tokio::time::timeout(PATIENCE, kept).await })
+        .expect("the environment's end");
+    assert_eq!(Arc::strong_count(&wake), 1);
     wrapped.stop_then_join().unwrap();
 }

@@ -406,3 +406,132 @@ fn the_server_ends_when_the_environment_stops() {
     assert!(get(addr, "/api/environment").map_or(true, |(s, _)| s == 0));
     drop(m); // no hang
 }
+
+/// `GET path` until it answers 200, each try bounded by what is left of `bound`; the
+/// status of the last try otherwise.
+fn page_within(addr: std::net::SocketAddr, path: &str, bound: Duration) -> u16 {
+    use std::io::{Read, Write};
+    let deadline = Instant::now() + bound;
+    let mut last = 0;
+    while Instant::now() < deadline {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let Ok(mut s) = std::net::TcpStream::connect_timeout(&addr, left) else {
+            continue;
+        };
+        let _ = s.set_read_timeout(Some(left.max(Duration::from_millis(1))));
+        if write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").is_err() {
+            continue;
+        }
+        let mut answer = Vec::new();
+        let _ = s.read_to_end(&mut answer);
+        let answer = String::from_utf8_lossy(&answer);
+        last = answer
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        if last == 200 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    last
+}
+
+/// Rule: clients that pipeline requests and never read their answers, or connect and
+/// send nothing, keep no other client from the page, and dropping the monitor still
+/// returns promptly (the docs promise 100 ms plus the answer being made).
+#[test]
+fn clients_that_never_read_block_neither_the_page_nor_the_drop() {
+    use std::io::Write;
+    use std::net::TcpStream;
+    // Generous bounds for a loaded machine; a wedged server never answers at all.
+    const PAGE_BOUND: Duration = Duration::from_secs(15);
+    const DROP_BOUND: Duration = Duration::from_secs(3);
+    Environment::launch(|env| {
+        let m = Monitor::start(env, "127.0.0.1:0").unwrap();
+        let addr = m.local_addr();
+        assert_eq!(page_within(addr, "/", PAGE_BOUND), 200);
+        // Greedy clients: many pipelined requests for the page, never a read, until
+        // their own writes stall.
+        let request = format!("GET / HTTP/1.1\r\nHost: {addr}\r\n\r\n");
+        let greedy: Vec<TcpStream> = (0..4)
+            .map(|_| {
+                let mut s = TcpStream::connect(addr).unwrap();
+                s.set_write_timeout(Some(Duration::from_millis(300)))
+                    .unwrap();
+                for _ in 0..5_000 {
+                    if s.write_all(request.as_bytes()).is_err() {
+                        break;
+                    }
+                }
+                s
+            })
+            .collect();
+        // Silent clients: connected, nothing sent.
+        let silent: Vec<TcpStream> = (0..40)
+            .filter_map(|_| TcpStream::connect(addr).ok())
+            .collect();
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(
+            page_within(addr, "/api/environment", PAGE_BOUND),
+            200,
+            "another client got no page"
+        );
+        // The drop, watched from here: a wedged server would hang it for good.
+        let (done, dropped) = mpsc::channel();
+        let started = Instant::now();
+        std::thread::spawn(move || {
+            drop(m);
+            let _ = done.send(());
+        });
+        let in_time = dropped.recv_timeout(DROP_BOUND).is_ok();
+        let took = started.elapsed();
+        drop(greedy);
+        drop(silent);
+        assert!(
+            in_time,
+            "dropping the monitor took more than {DROP_BOUND:?}"
+        );
+        assert!(took < DROP_BOUND, "{took:?}");
+        env.stop();
+    })
+    .unwrap();
+}
+
+/// Sends `raw` on a connection of its own and reads the whole answer.
+fn raw_exchange(addr: std::net::SocketAddr, raw: &[u8]) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(PATIENCE)).unwrap();
+    s.write_all(raw).unwrap();
+    let mut answer = Vec::new();
+    let _ = s.read_to_end(&mut answer);
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// Rule: a request the page cannot read gets an HTTP error status and the close, never
+/// a hang; `HEAD` gets the head of `GET`'s answer without its body.
+#[test]
+fn malformed_requests_get_error_statuses_and_head_gets_no_body() {
+    Environment::launch(|env| {
+        let m = Monitor::start(env, "127.0.0.1:0").unwrap();
+        let addr = m.local_addr();
+        let garbage = raw_exchange(addr, b"hello there\r\n\r\n");
+        assert!(garbage.starts_with("HTTP/1.1 400"), "{garbage}");
+        let mut huge = b"GET / HTTP/1.1\r\nX-Filler: ".to_vec();
+        huge.extend(std::iter::repeat_n(b'a', 64 * 1024));
+        huge.extend_from_slice(b"\r\n\r\n");
+        let too_big = raw_exchange(addr, &huge);
+        assert!(too_big.starts_with("HTTP/1.1 431"), "{too_big}");
+        let head = raw_exchange(addr, b"HEAD /api/environment HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        let (fields, body) = head.split_once("\r\n\r\n").unwrap();
+        assert!(fields.contains("Content-Length: "), "{fields}");
+        assert!(body.is_empty(), "{body}");
+        // The page still answers afterwards.
+        assert_eq!(get(addr, "/api/environment").unwrap().0, 200);
+        env.stop();
+    })
+    .unwrap();
+}

@@ -14,6 +14,7 @@
 //! Autoshutdown: when the last coop is final and `launch`'s init has returned, the
 //! environment stops by itself (unless [`EnvParams::disable_autoshutdown`]).
 
+mod finish_hooks;
 pub mod introspect;
 mod params;
 mod registry;
@@ -31,6 +32,8 @@ pub use introspect::{AgentInfo, AgentStatus, CoopInfo, CoopStatus, Introspection
 pub use params::EnvParams;
 pub use stop_guard::{StopGuard, StopGuardError};
 pub use wrapped::WrappedEnv;
+
+pub(crate) use finish_hooks::{FinishHook, FinishHooks};
 
 use crate::coop::{self, Coop, CoopHandle, CoopInner, DeregReason, RegisterError};
 use crate::dispatcher::{one_thread, Binder, BuildError, DispatcherHandle};
@@ -101,6 +104,9 @@ impl std::fmt::Debug for WeakEnv {
 pub(crate) struct EnvInner {
     state: Mutex<EnvState>,
     finished: Condvar,
+    /// Hook of feature `tokio` (`tokio_interop`'s awaitable end): run once, outside the
+    /// lock, after `finished` is set. Empty unless an async caller awaits the end.
+    finish_hooks: Arc<FinishHooks>,
     named: Arc<NamedRegistry>,
     introduced: Introduced,
     pub(crate) drops: Arc<DropCounters>,
@@ -131,9 +137,6 @@ struct EnvState {
     shutting_down: bool,
     finished: bool,
     init_done: bool,
-    /// Hook of feature `tokio` (`tokio_interop`'s awaitable end): run once, outside the
-    /// lock, when `finished` is set. Empty unless an async caller awaits the end.
-    finish_hooks: Vec<Box<dyn FnOnce() + Send>>,
     /// What [`Environment::keep`] holds until the end, in the order given.
     kept: Vec<Box<dyn std::any::Any + Send>>,
 }
@@ -179,6 +182,7 @@ impl Environment {
             let weak = WeakEnv(weak.clone());
             EnvInner {
                 state: Mutex::new(EnvState::default()),
+                finish_hooks: Arc::default(),
                 finished: Condvar::new(),
                 named: Arc::new(NamedRegistry::default()),
                 introduced: Introduced::default(),
@@ -643,29 +647,28 @@ impl Environment {
         }
         st.finished = true;
         self.0.finished.notify_all();
-        let hooks = std::mem::take(&mut st.finish_hooks);
         drop(st);
-        for hook in hooks {
-            hook();
-        }
+        self.0.finish_hooks.finish();
     }
 
     /// Hook of feature `tokio`: runs `hook` once the environment has finished (every coop
     /// gone after a stop: what [`launch`](Self::launch) waits for), at once if it has.
     /// The hook runs on the thread that finished the environment, with no lock held; it
     /// must be short and must not panic (it completes a oneshot channel).
+    ///
+    /// Returns the table of hooks and the hook's key while it waits (`None`: it has run
+    /// already), to take it back with [`FinishHooks::cancel`].
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
-    pub(crate) fn on_finished(&self, hook: Box<dyn FnOnce() + Send>) {
-        let hook = {
-            let mut st = self.0.state.lock();
-            if st.finished {
-                hook
-            } else {
-                st.finish_hooks.push(hook);
-                return;
-            }
-        };
-        hook();
+    pub(crate) fn on_finished(&self, hook: FinishHook) -> Option<(Arc<FinishHooks>, u64)> {
+        let key = self.0.finish_hooks.add(hook)?;
+        Some((self.0.finish_hooks.clone(), key))
+    }
+
+    /// For tests: how many finish hooks wait (one per pending
+    /// `Environment::finished` future of feature `tokio`).
+    #[doc(hidden)]
+    pub fn waiting_finish_hooks(&self) -> usize {
+        self.0.finish_hooks.len()
     }
 }
 

@@ -208,16 +208,22 @@ pub(crate) struct State {
     pub(crate) closed: bool,
     /// `select` calls and async readers waiting on this chain.
     wakers: Vec<ChainWaker>,
+    /// The key the next async reader registering here gets.
+    next_task_key: u64,
 }
 
 /// One reader waiting on a chain: a `select` call (woken each time, until it removes
-/// itself), or (hook of feature `tokio`) an async task polling the chain, woken once.
-/// Sends check only whether the list is empty, so a chain nobody awaits pays nothing
-/// for the second kind.
+/// itself), or (hook of feature `tokio`) an async reader (a future or a stream, named by
+/// its key) polling the chain, woken once. Sends check only whether the list is empty,
+/// so a chain nobody awaits pays nothing for the second kind.
+///
+/// An async reader's entry leaves the list when it is woken, when the reader gets a
+/// message or the end, and when the reader is dropped: a reader given up while
+/// waiting leaves nothing behind.
 enum ChainWaker {
     Select(Weak<Waker>),
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
-    Task(std::task::Waker),
+    Task(u64, std::task::Waker),
 }
 
 pub(crate) struct Chain {
@@ -246,6 +252,7 @@ impl Environment {
                 queue: VecDeque::new(),
                 closed: false,
                 wakers: Vec::new(),
+                next_task_key: 0,
             }),
             not_empty: Condvar::new(),
             not_full: Condvar::new(),
@@ -343,7 +350,7 @@ impl Chain {
                 }
                 None => false,
             },
-            ChainWaker::Task(t) => {
+            ChainWaker::Task(_, t) => {
                 tasks.push(t.clone());
                 false
             }
@@ -363,34 +370,83 @@ impl Chain {
             ChainWaker::Select(x) => {
                 x.strong_count() > 0 && !std::ptr::eq(x.as_ptr(), Arc::as_ptr(w))
             }
-            ChainWaker::Task(_) => true,
+            ChainWaker::Task(..) => true,
         });
     }
 
     /// Hook of feature `tokio` (`tokio_interop`'s mchain future and stream): takes the
     /// next message without waiting; `Ready(None)` when the chain is closed and empty;
-    /// otherwise registers `waker` (once per task) to be woken by the next send, close or
-    /// (bounded chain) pop, and is `Pending`. The check and the registration are under
-    /// the chain's lock, so no wake-up is lost between them.
+    /// otherwise registers `waker` under the reader's `key` (given on its first wait;
+    /// one entry per reader, its waker replaced by a newer one) to be woken by the next
+    /// send, close or (bounded chain) pop, and is `Pending`. The check and the
+    /// registration are under the chain's lock, so no wake-up is lost between them.
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
-    pub(crate) fn poll_pop(&self, waker: &std::task::Waker) -> std::task::Poll<Option<Message>> {
+    pub(crate) fn poll_pop(
+        &self,
+        key: &mut Option<u64>,
+        waker: &std::task::Waker,
+    ) -> std::task::Poll<Option<Message>> {
         use std::task::Poll;
         let mut st = self.state.lock();
-        if let Some(m) = st.queue.pop_front() {
-            self.after_pop(&mut st);
-            return Poll::Ready(Some(m));
+        let ready = match st.queue.pop_front() {
+            Some(m) => {
+                self.after_pop(&mut st);
+                Some(Some(m))
+            }
+            None if st.closed => Some(None),
+            None => None,
+        };
+        if let Some(out) = ready {
+            let stale = key.and_then(|k| Self::forget_task(&mut st, k));
+            drop(st);
+            drop(stale);
+            return Poll::Ready(out);
         }
-        if st.closed {
-            return Poll::Ready(None);
-        }
-        let known = st
-            .wakers
-            .iter()
-            .any(|w| matches!(w, ChainWaker::Task(t) if t.will_wake(waker)));
-        if !known {
-            st.wakers.push(ChainWaker::Task(waker.clone()));
+        let k = match *key {
+            Some(k) => k,
+            None => {
+                let k = st.next_task_key;
+                st.next_task_key += 1;
+                *key = Some(k);
+                k
+            }
+        };
+        let entry = st.wakers.iter_mut().find_map(|w| match w {
+            ChainWaker::Task(x, t) if *x == k => Some(t),
+            _ => None,
+        });
+        match entry {
+            Some(t) => {
+                if !t.will_wake(waker) {
+                    t.clone_from(waker);
+                }
+            }
+            None => st.wakers.push(ChainWaker::Task(k, waker.clone())),
         }
         Poll::Pending
+    }
+
+    /// Hook of feature `tokio`: an async reader with `key` is dropped; its entry, if it
+    /// is still waiting, goes.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn cancel_poll(&self, key: u64) {
+        let waker = {
+            let mut st = self.state.lock();
+            Self::forget_task(&mut st, key)
+        };
+        // A task's waker is its executor's code: dropped outside the lock.
+        drop(waker);
+    }
+
+    fn forget_task(st: &mut State, key: u64) -> Option<std::task::Waker> {
+        let at = st
+            .wakers
+            .iter()
+            .position(|w| matches!(w, ChainWaker::Task(x, _) if *x == key))?;
+        match st.wakers.swap_remove(at) {
+            ChainWaker::Task(_, t) => Some(t),
+            ChainWaker::Select(_) => None,
+        }
     }
 
     fn is_full(&self, st: &State) -> bool {

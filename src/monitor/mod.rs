@@ -24,7 +24,8 @@
 //! Nothing runs on the message path for the page, whether or not it is open: it reads what
 //! the environment, the dispatchers, the systems and the sessions count anyway (see
 //! [`Environment::introspect`]). While a monitor runs, its thread reads the dispatchers'
-//! and pools' counters once a second for the chart (each dispatcher's stats lock, briefly),
+//! and pools' counters once a second for the chart (each dispatcher's stats lock, briefly)
+//! and looks for new connections every 10 ms (each served by a thread `agentbox-page`),
 //! and a dead letter of an attached system is also logged by the monitor (a short lock).
 //! Attaching a system subscribes the monitor to its dead-letters mbox, so its dead letters
 //! no longer count as `no_subscribers` drops of the environment.
@@ -32,8 +33,18 @@
 //! # Lifetime
 //!
 //! The server stops, its thread ends and its listener closes when the [`Monitor`] is
-//! dropped (the drop waits for the thread: at most 100 ms and the request being answered)
-//! or when the environment starts shutting down (within 100 ms). It never keeps an environment running: it holds no coop.
+//! dropped (the drop waits for the thread: at most 100 ms and the answers being made)
+//! or when the environment starts shutting down (within 100 ms). It never keeps an
+//! environment running: it holds no coop.
+//!
+//! # Clients
+//!
+//! No client can hold the page from others, nor the drop: each connection gets one
+//! answer (`Connection: close`) on a thread of its own; at most 16 are served at once
+//! (one more is answered 503 and closed); a client has 2 s to send its request head
+//! (at most 8 KiB; else 408 or 431) and 5 s to take its answer, after which its
+//! connection is closed. A client that pipelines requests without reading its answers
+//! gets the first answer only.
 //!
 //! # Endpoints
 //!
@@ -169,6 +180,7 @@
 //! ```
 
 mod elastic_view;
+mod http;
 mod server;
 mod sink;
 mod view;
@@ -310,11 +322,14 @@ impl MonitorBuilder {
                 return Err(MonitorError::NotLoopback(*bad));
             }
         }
-        let server = tiny_http::Server::http(first).map_err(|e| MonitorError::Bind {
+        let bind_error = |e: std::io::Error| MonitorError::Bind {
             addr: first,
             reason: e.to_string(),
-        })?;
-        let bound = server.server_addr().to_ip().unwrap_or(first);
+        };
+        let listener = std::net::TcpListener::bind(first).map_err(bind_error)?;
+        // The server's thread polls for connections, so that nothing holds it.
+        listener.set_nonblocking(true).map_err(bind_error)?;
+        let bound = listener.local_addr().unwrap_or(first);
         let shared = Arc::new(Shared {
             stop: AtomicBool::new(false),
             systems: Mutex::new(Vec::new()),
@@ -329,7 +344,7 @@ impl MonitorBuilder {
             std::thread::Builder::new()
                 .name("agentbox-monitor".into())
                 .spawn(move || {
-                    server::run(server, &shared, &env);
+                    server::run(listener, shared.clone(), env);
                     shared.release();
                 })
                 .map_err(MonitorError::Spawn)?

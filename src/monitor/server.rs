@@ -1,25 +1,27 @@
-//! The server's thread: answers requests, samples the chart's figures once a second, and
-//! ends when the monitor is dropped or the environment starts shutting down.
+//! The server's thread: accepts connections (served by `http`), samples the chart's
+//! figures once a second, and ends when the monitor is dropped or the environment starts
+//! shutting down.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::atomic::Ordering;
+use std::net::TcpListener;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use parking_lot::Mutex;
 use serde::Serialize;
-use tiny_http::{Header, Method, Request, Response};
 
 use super::view::{
     CoopsView, DispatchersView, EnvView, InterconnectView, NodeView, SystemView, SystemsView,
 };
-use super::Shared;
+use super::{http, Shared};
 use crate::environment::{Environment, WeakEnv};
 use crate::harmonizer::HarmonizerStats;
 
 /// The page, embedded in the binary.
 const PAGE: &str = include_str!("page.html");
 
-/// How long the thread waits for a request before it looks at its stop conditions.
-const POLL: Duration = Duration::from_millis(100);
 /// The chart's sampling period and length (one minute).
 const PERIOD: Duration = Duration::from_secs(1);
 const SAMPLES: usize = 60;
@@ -110,53 +112,109 @@ impl Sampler {
     }
 }
 
-pub(crate) fn run(server: tiny_http::Server, shared: &Shared, env: &WeakEnv) {
+/// How often the thread looks for new connections and at its stop conditions.
+const ACCEPT_POLL: Duration = Duration::from_millis(10);
+/// The name of a connection's thread.
+const CONNECTION_THREAD: &str = "agentbox-page";
+
+/// What a connection's thread needs to answer.
+struct Ctx {
+    shared: Arc<Shared>,
+    env: WeakEnv,
+    history: Mutex<History>,
+    /// Set when the server stops: every connection ends within [`http::SLICE`].
+    closing: AtomicBool,
+}
+
+/// The server's thread: accepts connections (each served on a thread of its own, at
+/// most [`http::MAX_CONNECTIONS`] at once), samples the chart, and stops when the
+/// monitor is dropped or the environment shuts down; then it ends its connections and
+/// waits for their threads (each ends within [`http::SLICE`] of the stop, or once the
+/// answer it is making is made).
+pub(crate) fn run(listener: TcpListener, shared: Arc<Shared>, env: WeakEnv) {
+    let ctx = Arc::new(Ctx {
+        shared,
+        env,
+        history: Mutex::new(History {
+            period_s: PERIOD.as_secs_f64(),
+            samples: Vec::new(),
+        }),
+        closing: AtomicBool::new(false),
+    });
     let mut sampler = Sampler {
         started: Instant::now(),
         last: None,
         samples: VecDeque::with_capacity(SAMPLES),
     };
     let mut next_sample = Instant::now();
+    let mut connections: Vec<JoinHandle<()>> = Vec::new();
     loop {
-        if shared.stop.load(Ordering::Acquire) {
-            return;
+        if ctx.shared.stop.load(Ordering::Acquire) {
+            break;
         }
         // The environment is held only while a sample or an answer is being made.
-        match env.upgrade() {
+        match ctx.env.upgrade() {
             Some(e) if !e.is_shutting_down() => {
                 if Instant::now() >= next_sample {
-                    sampler.sample(&e, shared);
+                    sampler.sample(&e, &ctx.shared);
+                    *ctx.history.lock() = sampler.history();
                     next_sample += PERIOD;
                     if next_sample < Instant::now() {
                         next_sample = Instant::now() + PERIOD;
                     }
                 }
             }
-            _ => return,
+            _ => break,
         }
-        let wait = next_sample
-            .saturating_duration_since(Instant::now())
-            .min(POLL);
-        match server.recv_timeout(wait) {
-            Ok(Some(request)) => {
-                let Some(e) = env.upgrade() else { return };
-                answer(request, &e, shared, &sampler);
+        connections.retain(|c| !c.is_finished());
+        loop {
+            match listener.accept() {
+                Ok((stream, _)) => {
+                    if connections.len() >= http::MAX_CONNECTIONS {
+                        http::refuse(stream);
+                        continue;
+                    }
+                    let ctx = ctx.clone();
+                    let spawned = std::thread::Builder::new()
+                        .name(CONNECTION_THREAD.into())
+                        .spawn(move || {
+                            http::serve(stream, &ctx.closing, |head| answer(head, &ctx));
+                        });
+                    // No thread to spare: the connection is dropped with the closure.
+                    if let Ok(t) = spawned {
+                        connections.push(t);
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                // A connection that failed before it was accepted (reset, no memory
+                // for its socket): the next one may do.
+                Err(_) => break,
             }
-            Ok(None) => {}
-            // The listener failed.
-            Err(_) => return,
         }
+        std::thread::sleep(ACCEPT_POLL);
+    }
+    drop(listener);
+    ctx.closing.store(true, Ordering::Release);
+    for c in connections {
+        let _ = c.join();
     }
 }
 
-fn answer(request: Request, env: &Environment, shared: &Shared, sampler: &Sampler) {
-    if *request.method() != Method::Get && *request.method() != Method::Head {
-        return respond(request, 405, "text/plain", "only GET\n".into());
+fn answer(head: &http::Head, ctx: &Ctx) -> http::Answer {
+    if head.method != "GET" && head.method != "HEAD" {
+        return http::Answer::text(405, "only GET\n");
     }
-    let path = request.url().split('?').next().unwrap_or("").to_owned();
-    let body = match path.as_str() {
+    let Some(env) = ctx.env.upgrade() else {
+        return http::Answer::text(503, "the environment is gone\n");
+    };
+    let shared = &ctx.shared;
+    let body = match head.path.as_str() {
         "/" | "/index.html" => {
-            return respond(request, 200, "text/html; charset=utf-8", PAGE.into());
+            return http::Answer {
+                status: 200,
+                content_type: "text/html; charset=utf-8",
+                body: PAGE.into(),
+            };
         }
         "/api/environment" => json(&EnvView::new(&env.introspect())),
         "/api/coops" => json(&CoopsView::new(&env.introspect())),
@@ -166,7 +224,7 @@ fn answer(request: Request, env: &Environment, shared: &Shared, sampler: &Sample
         )),
         "/api/systems" => json(&systems(shared)),
         "/api/interconnect" => json(&interconnect(shared)),
-        "/api/history" => json(&sampler.history()),
+        "/api/history" => json(&*ctx.history.lock()),
         "/api/all" => {
             let snap = env.introspect();
             let mut all = BTreeMap::new();
@@ -181,27 +239,16 @@ fn answer(request: Request, env: &Environment, shared: &Shared, sampler: &Sample
             );
             all.insert("systems", value(&systems(shared)));
             all.insert("interconnect", value(&interconnect(shared)));
-            all.insert("history", value(&sampler.history()));
+            all.insert("history", value(&*ctx.history.lock()));
             json(&all)
         }
-        _ => return respond(request, 404, "text/plain", "not found\n".into()),
+        _ => return http::Answer::text(404, "not found\n"),
     };
-    respond(request, 200, "application/json", body);
-}
-
-/// Answers `request`; a client gone meanwhile is not an error of the server.
-fn respond(request: Request, status: u16, content_type: &str, body: String) {
-    let mut response = Response::from_string(body).with_status_code(status);
-    for (k, v) in [
-        ("Content-Type", content_type),
-        ("Cache-Control", "no-store"),
-    ] {
-        // Constants of this file, always valid.
-        if let Ok(h) = Header::from_bytes(k.as_bytes(), v.as_bytes()) {
-            response = response.with_header(h);
-        }
+    http::Answer {
+        status: 200,
+        content_type: "application/json",
+        body,
     }
-    let _ = request.respond(response);
 }
 
 fn systems(shared: &Shared) -> SystemsView {

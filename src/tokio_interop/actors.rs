@@ -4,6 +4,7 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -12,6 +13,7 @@ use tokio::runtime::Handle;
 use tokio::sync::oneshot;
 use tokio::time::{Instant, Sleep};
 
+use super::handle::Verdict;
 use super::FutureHandle;
 use crate::actors::{
     Actor, ActorContext, ActorSystem, Event, EventFlags, EventHandle, Handled, RegisterActorError,
@@ -38,7 +40,8 @@ pub trait ActorAsyncExt {
     ///
     /// The future is cancelled (dropped on its runtime, no event) once the actor has
     /// passed away: the task checks every [`LIVENESS_CHECK`], so within about that
-    /// long, and at once if the actor is gone when the future is next woken.
+    /// long, and at once if the actor is gone when the future is next woken. After
+    /// [`FutureHandle::abort`] returned `true`, the event never comes.
     ///
     /// # Panics
     ///
@@ -103,18 +106,26 @@ impl<A: Actor> ActorAsyncExt for ActorContext<A> {
     {
         let system = self.system();
         let id = self.self_id();
-        let task = runtime.spawn(async move {
-            let watched = WhileAlive {
-                future: Box::pin(future),
-                system: system.clone(),
-                id,
-                tick: None,
-            };
-            if let Some(event) = watched.await {
-                system.send_handle(EventHandle::new(id, id, event));
+        let verdict = Arc::new(Verdict::default());
+        let task = runtime.spawn({
+            let verdict = verdict.clone();
+            async move {
+                let watched = WhileAlive {
+                    future: Box::pin(future),
+                    system: system.clone(),
+                    id,
+                    tick: None,
+                };
+                // An abort that came while the future was being polled wins (see
+                // `FutureHandle`).
+                if let Some(event) = watched.await {
+                    if verdict.claim_send() {
+                        system.send_handle(EventHandle::new(id, id, event));
+                    }
+                }
             }
         });
-        FutureHandle::new(task.abort_handle(), None)
+        FutureHandle::new(task.abort_handle(), None, verdict)
     }
 }
 

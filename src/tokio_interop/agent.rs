@@ -10,6 +10,7 @@ use thiserror::Error;
 use tokio::runtime::Handle;
 use tokio::task::AbortHandle;
 
+use super::handle::Verdict;
 use super::FutureHandle;
 use crate::agent::{Agent, Context};
 use crate::coop::{CoopHandle, DeregReason, RegisterError};
@@ -37,7 +38,9 @@ use crate::mbox::send;
 /// Races: the watcher may be dropped before the task's cancel handle reaches it (the
 /// coop deregistered during the spawn): the handle is then used at once. A future that
 /// completes as the coop deregisters may still send its message; the agent's direct
-/// mbox refuses it once the agent is gone, and such a send is ignored.
+/// mbox refuses it once the agent is gone, and such a send is ignored. An early cancel
+/// by [`FutureHandle::abort`] that returned `true` is never followed by the message (see
+/// [`FutureHandle`] for how).
 pub trait AgentAsyncExt {
     /// Runs `future` on `runtime`; its output `M` is sent to this agent's direct mbox.
     ///
@@ -133,15 +136,22 @@ impl<A: Agent> AgentAsyncExt for Context<A> {
         // Step 2.
         let to = self.direct_mbox();
         let ends_watcher = DeregOnDrop(watcher.clone());
-        let task = runtime.spawn(async move {
-            let _ends_watcher = ends_watcher;
-            let message = future.await;
-            // The agent may be gone (see the races in the module docs).
-            let _ = send(&to, message);
+        let verdict = Arc::new(Verdict::default());
+        let task = runtime.spawn({
+            let verdict = verdict.clone();
+            async move {
+                let _ends_watcher = ends_watcher;
+                let message = future.await;
+                // An abort that came while the future was being polled wins (see
+                // `FutureHandle`); the agent may be gone (see the races above).
+                if verdict.claim_send() {
+                    let _ = send(&to, message);
+                }
+            }
         });
         let abort = task.abort_handle();
         link.attach(abort.clone());
-        Ok(FutureHandle::new(abort, Some(watcher)))
+        Ok(FutureHandle::new(abort, Some(watcher), verdict))
     }
 }
 

@@ -3,11 +3,12 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use tokio::sync::oneshot;
 
-use crate::environment::Environment;
+use crate::environment::{Environment, FinishHooks};
 
 impl Environment {
     /// A future that resolves once the environment has finished (feature `tokio`): it
@@ -15,7 +16,8 @@ impl Environment {
     /// what [`launch`](Self::launch) waits for before it returns. Already finished: it
     /// resolves at once.
     ///
-    /// It holds no reference to the environment and needs no particular runtime.
+    /// It holds no reference to the environment and needs no particular runtime. Dropping it before it resolves leaves nothing behind in the
+    /// environment.
     ///
     /// # Examples
     ///
@@ -31,10 +33,10 @@ impl Environment {
     /// ```
     pub fn finished(&self) -> EnvFinished {
         let (tx, rx) = oneshot::channel();
-        self.on_finished(Box::new(move || {
+        let hook = self.on_finished(Box::new(move || {
             let _ = tx.send(());
         }));
-        EnvFinished { rx }
+        EnvFinished { rx, hook }
     }
 }
 
@@ -42,6 +44,17 @@ impl Environment {
 #[must_use = "a future does nothing unless awaited"]
 pub struct EnvFinished {
     rx: oneshot::Receiver<()>,
+    /// The environment's hook that completes `rx` (its table and key), taken back on
+    /// drop.
+    hook: Option<(Arc<FinishHooks>, u64)>,
+}
+
+impl Drop for EnvFinished {
+    fn drop(&mut self) {
+        if let Some((hooks, key)) = self.hook.take() {
+            hooks.cancel(key);
+        }
+    }
 }
 
 impl Future for EnvFinished {

@@ -18,7 +18,8 @@ impl MChain {
     /// them, as [`Message`]s: read one with [`Message::downcast_ref`] (after
     /// [`Message::reveal`] for an enveloped one). The future waits without blocking a
     /// thread: a send, or the close, wakes the task. Dropping it before it resolves takes
-    /// nothing out of the chain. It needs no particular runtime.
+    /// nothing out of the chain and leaves nothing in it (the task's waker goes with
+    /// it). It needs no particular runtime.
     ///
     /// # Examples
     ///
@@ -40,6 +41,7 @@ impl MChain {
     pub fn recv_async(&self) -> Recv {
         Recv {
             chain: self.clone(),
+            key: None,
         }
     }
 
@@ -47,6 +49,7 @@ impl MChain {
     /// chain is closed and empty.
     ///
     /// Several streams and futures may read one chain: each message goes to one of them.
+    /// Dropping the stream leaves nothing in the chain (its task's waker goes with it).
     /// See [`recv_async`](Self::recv_async) for how to read a [`Message`].
     ///
     /// # Examples
@@ -80,6 +83,7 @@ impl MChain {
     pub fn stream(&self) -> MChainStream {
         MChainStream {
             chain: self.clone(),
+            key: None,
         }
     }
 }
@@ -89,13 +93,24 @@ impl MChain {
 #[must_use = "a future does nothing unless awaited"]
 pub struct Recv {
     chain: MChain,
+    /// This reader's entry among the chain's waiting readers, once it has waited.
+    key: Option<u64>,
 }
 
 impl Future for Recv {
     type Output = Option<Message>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Message>> {
-        self.chain.0.poll_pop(cx.waker())
+        let this = self.get_mut();
+        this.chain.0.poll_pop(&mut this.key, cx.waker())
+    }
+}
+
+impl Drop for Recv {
+    fn drop(&mut self) {
+        if let Some(k) = self.key {
+            self.chain.0.cancel_poll(k);
+        }
     }
 }
 
@@ -110,6 +125,8 @@ impl fmt::Debug for Recv {
 #[must_use = "streams do nothing unless polled"]
 pub struct MChainStream {
     chain: MChain,
+    /// This reader's entry among the chain's waiting readers, once it has waited.
+    key: Option<u64>,
 }
 
 impl MChainStream {
@@ -123,7 +140,16 @@ impl Stream for MChainStream {
     type Item = Message;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Message>> {
-        self.chain.0.poll_pop(cx.waker())
+        let this = self.get_mut();
+        this.chain.0.poll_pop(&mut this.key, cx.waker())
+    }
+}
+
+impl Drop for MChainStream {
+    fn drop(&mut self) {
+        if let Some(k) = self.key {
+            self.chain.0.cancel_poll(k);
+        }
     }
 }
 

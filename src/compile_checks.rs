@@ -39,6 +39,39 @@
 //!     }
 //! }
 //! ```
+//!
+//! A guard whose drop stops something is `#[must_use]`: a harmonizer built and dropped at
+//! once (as at the end of `launch`'s closure) would stop before it ran a step.
+//!
+//! ```compile_fail
+//! #![deny(unused_must_use)]
+//! use agentbox::dispatcher::thread_pool;
+//! use agentbox::harmonizer::Harmonizer;
+//! let pool = thread_pool::Builder::new().thread_limits(1, 2, 4).build().unwrap();
+//! Harmonizer::builder().dispatcher(&pool).build().unwrap();
+//! ```
+//!
+//! …as is a sink binding (dropping it removes the binding):
+//!
+//! ```compile_fail
+//! #![deny(unused_must_use)]
+//! agentbox::SingleSinkBinding::new();
+//! ```
+//!
+//! Kept in a variable or given to the environment, they compile:
+//!
+//! ```
+//! #![deny(unused_must_use)]
+//! use agentbox::dispatcher::thread_pool;
+//! use agentbox::harmonizer::Harmonizer;
+//! agentbox::Environment::launch(|env| {
+//!     let pool = thread_pool::Builder::new().thread_limits(1, 2, 4).build().unwrap();
+//!     env.keep(Harmonizer::builder().dispatcher(&pool).build().unwrap());
+//!     let _binding = agentbox::SingleSinkBinding::new();
+//!     env.stop();
+//! })
+//! .unwrap();
+//! ```
 
 #[allow(dead_code)]
 fn assert_auto_traits() {

@@ -118,6 +118,10 @@ pub(crate) fn deadline_after(from: Instant, d: Duration) -> Option<Instant> {
 
 /// Sends immutable `msg` to `to` after `delay`.
 ///
+/// **Dropping the returned [`TimerHandle`] cancels the timer**: the message is not sent,
+/// and a copy already queued is revoked. Keep the handle for as long as the message should
+/// still come, or call [`TimerHandle::detach`] to let it run on its own.
+///
 /// A delay too long for [`Instant`] (such as [`Duration::MAX`]) means the message is
 /// never sent; the handle still cancels.
 ///
@@ -134,6 +138,8 @@ pub fn send_delayed<M: Send + Sync + 'static>(
 
 /// Sends mutable `msg` to single-consumer `to` after `delay`.
 ///
+/// Dropping the returned [`TimerHandle`] cancels the timer, as for [`send_delayed`].
+///
 /// # Errors
 ///
 /// [`TimerError::MutableToMultiConsumer`], or as [`send_delayed`].
@@ -147,6 +153,10 @@ pub fn send_delayed_mutable<M: Send + 'static>(
 
 /// Sends immutable `msg` to `to` after `delay`, then every `period` (a zero period makes it
 /// a delayed send), the same instance each time.
+///
+/// **Dropping the returned [`TimerHandle`] stops the timer** (and revokes a copy already
+/// queued); keep it for as long as the ticks should come, or [`detach`](TimerHandle::detach)
+/// it to let them come until the environment ends.
 ///
 /// A delay or a next tick too far away for [`Instant`] (such as [`Duration::MAX`]) never
 /// comes: the timer then stops, and nothing panics (neither the caller nor the timer
@@ -166,7 +176,7 @@ pub fn send_periodic<M: Send + Sync + 'static>(
 }
 
 /// Schedules an already wrapped message (for custom mboxes and layers that forward
-/// messages they did not build).
+/// messages they did not build). Dropping the returned handle cancels the timer.
 ///
 /// # Errors
 ///

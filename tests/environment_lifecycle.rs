@@ -249,3 +249,56 @@ fn launch_returns_after_an_agent_on_a_private_dispatcher_is_dropped() {
         assert_eq!(worker.name(), Some("private"));
     });
 }
+
+/// `Environment::keep` holds a guard past the end of `launch`'s closure, until every coop
+/// is gone after the stop; then drops the guards last kept first, before `launch` returns.
+/// A guard whose drop panics is logged, and the others are still dropped.
+#[test]
+fn kept_values_live_until_the_environment_ends_and_go_last_first() {
+    struct Guard(&'static str, Log);
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            self.1.push(format!("drop {}", self.0));
+            if self.0 == "panicky" {
+                panic!("a guard's drop panicked");
+            }
+        }
+    }
+    struct Stopper(Log);
+    impl Agent for Stopper {
+        fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+            ctx.subscribe_self().event(|a: &mut Self, ctx, _: &u32| {
+                a.0.push("agent runs after the closure");
+                ctx.environment().stop();
+            })?;
+            Ok(())
+        }
+        fn on_finish(&mut self, _ctx: &mut Context<Self>) {
+            self.0.push("agent finished");
+        }
+    }
+    let log = Log::new();
+    let l = log.clone();
+    within_patience(move || {
+        Environment::launch(move |env| {
+            env.keep(Guard("first", l.clone()));
+            env.keep(Guard("panicky", l.clone()));
+            env.keep(Guard("last", l.clone()));
+            let me = env
+                .introduce_coop(|coop| coop.add_agent(Stopper(l.clone())))
+                .unwrap();
+            send(&me, 1u32).unwrap();
+            l.push("closure ends");
+        })
+        .unwrap();
+    });
+    let got = log.get();
+    let closure = got.iter().position(|s| s == "closure ends").unwrap();
+    let finished = got.iter().position(|s| s == "agent finished").unwrap();
+    assert_eq!(
+        &got[finished + 1..],
+        ["drop last", "drop panicky", "drop first"],
+        "{got:?}"
+    );
+    assert!(closure < finished, "{got:?}");
+}

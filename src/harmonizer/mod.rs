@@ -98,6 +98,8 @@
 //! for pool in harmonizer.stats().pools {
 //!     println!("{}: {} threads", pool.name, pool.current_thread_count);
 //! }
+//! // Dropping the harmonizer stops it. Inside `Environment::launch`, give it to the
+//! // environment so that it runs until the environment ends: `env.keep(harmonizer)`.
 //! # let _ = Duration::ZERO;
 //! ```
 

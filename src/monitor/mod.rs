@@ -175,6 +175,9 @@
 //!     assert!(answer.contains("Worker"));
 //!     // Anything but loopback is refused unless asked for.
 //!     assert!(Monitor::start(env, "0.0.0.0:0").is_err());
+//!     // Dropping the Monitor stops the page: at the end of this closure, unless the
+//!     // environment keeps it until it ends.
+//!     env.keep(monitor);
 //!     env.stop();
 //! }).unwrap();
 //! ```

@@ -24,6 +24,7 @@ pub(crate) mod exec;
 mod fast_types;
 mod name;
 mod state;
+mod subscribe;
 mod subscription;
 
 use std::fmt;
@@ -37,7 +38,7 @@ pub use context::{Context, ThreadSafeContext};
 pub(crate) use name::get as name_of;
 pub use name::AgentNameError;
 pub use state::{History, State, StateError, MAX_STATE_NESTING};
-pub use subscription::SubscriptionBuilder;
+pub use subscribe::SubscriptionBuilder;
 
 use crate::environment::Environment;
 use crate::exception::ExceptionReaction;

@@ -12,9 +12,13 @@ use std::time::Duration;
 use agentbox::actors::*;
 use agentbox::bridge::{ClusterMbox, ClusterMboxEvents, ClusterView};
 use agentbox::interconnect::{RemoteEvent, Serde};
+use agentbox::mchain::{MChainParams, OverflowReaction};
 use agentbox::prelude::*;
 use agentbox::ActorId;
-use interconnect_support::{cluster, echo, next, recorder, wait_until, Node, Ping, What, PATIENCE};
+use agentbox::{MultiSinkBinding, Sink};
+use interconnect_support::{
+    cluster, echo, next, next_within, recorder, wait_until, Node, Ping, What, PATIENCE, SOON,
+};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
@@ -169,6 +173,58 @@ fn a_forged_subscribe_from_a_peer_to_a_cluster_mbox_endpoint_is_refused_and_the_
             send(&jobs1, Job(7)).unwrap();
             assert_eq!(next(&rx, "the job"), 7);
             assert!(nodes[0].ic.session_stats(2).unwrap().connected);
+            env.stop();
+        })
+        .unwrap();
+    });
+}
+
+/// Rule: nothing on a session's reader thread waits on user code or a full queue. Node 1
+/// binds a bounded chain that waits up to an hour when full to its cluster mbox; jobs from
+/// node 2 overflow it. An unrelated ping from node 2 to node 1, on the same session, is
+/// answered as ever, and each job the full chain refused is counted (`refused`: the
+/// chain's own overflow reaction, an error here).
+#[test]
+fn a_full_waiting_chain_bound_to_a_cluster_mbox_does_not_hold_the_session_reader() {
+    bounded(|| {
+        Environment::launch(|env| {
+            let nodes = cluster(env, &[1, 2], |_, s| s.cluster_mbox_events().event::<Job>());
+            let (jobs1, _view1) = jobs_mbox(&nodes[0]);
+            let (jobs2, view2) = jobs_mbox(&nodes[1]);
+            let chain = env.create_mchain(
+                MChainParams::bounded(1)
+                    .wait_on_full(Duration::from_secs(3600))
+                    .overflow(OverflowReaction::Error),
+            );
+            let binding = MultiSinkBinding::new();
+            binding
+                .bind::<Job>(&jobs1, Sink::from(chain.as_mbox()))
+                .unwrap();
+            wait_until("node 2 knows node 1 wants jobs", || {
+                view2.nodes_wanting::<Job>() == [1]
+            });
+            let echo1 = nodes[0].system.register(echo(None)).unwrap();
+            let (ptx, prx) = channel();
+            let me2 = nodes[1].system.register(recorder(ptx)).unwrap();
+            let refused = env.drop_counts().refused;
+
+            // The first job fills the chain; the next three find it full.
+            for n in 0..4 {
+                send(&jobs2, Job(n)).unwrap();
+            }
+            for n in 0..3 {
+                nodes[1]
+                    .system
+                    .send_with(echo1, me2, Ping(n), EventFlags::TRACK_DELIVERY, n);
+                let got = next_within(&prx, SOON, "the pong behind the jobs");
+                assert_eq!(got.what, What::Pong(n));
+            }
+            wait_until(
+                "the three jobs refused by the full chain are counted",
+                || env.drop_counts().refused - refused == 3,
+            );
+            assert_eq!(chain.len(), 1, "the first job waits in the chain");
+            drop(binding);
             env.stop();
         })
         .unwrap();

@@ -274,17 +274,16 @@ fn types_that_cannot_cross_are_typed_errors() {
     });
 }
 
+/// The reply handles a [`Server`] holds.
+type Held = Arc<Mutex<Vec<ReplyHandle<Pong>>>>;
+
 /// A server of `Request<Ping, Pong>` on `service`, exposed on `system`, with its held
 /// reply handles and the numbers it was asked.
 fn serve(
     env: &Environment,
     system: &ActorSystem,
     service: &Mbox,
-) -> (
-    agentbox::bridge::Exposed,
-    Arc<Mutex<Vec<ReplyHandle<Pong>>>>,
-    mpsc::Receiver<u64>,
-) {
+) -> (agentbox::bridge::Exposed, Held, mpsc::Receiver<u64>) {
     let held = Arc::new(Mutex::new(Vec::new()));
     let (asked_tx, asked) = mpsc::channel();
     let (h, s) = (held.clone(), service.clone());

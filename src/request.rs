@@ -136,6 +136,14 @@ impl<Req, Rep> Request<Req, Rep> {
         }
     }
 
+    /// The same request, with the instant its caller stops waiting (a bridge frees the
+    /// request's answer id then, and drops a later answer).
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn with_deadline(mut self, deadline: Option<Instant>) -> Self {
+        self.deadline = deadline;
+        self
+    }
+
     /// When the caller stops waiting, if known.
     #[cfg_attr(not(feature = "interconnect"), allow(dead_code))]
     pub(crate) fn deadline(&self) -> Option<Instant> {

@@ -375,7 +375,29 @@ fn requests_to_a_target_on_the_same_node_leave_no_answer_id_and_no_dead_letter()
 /// given later reach nobody there (dead letters on node 1).
 #[test]
 fn a_remote_request_past_its_deadline_frees_its_answer_id_and_a_late_answer_reaches_nobody() {
-    bounded(|| {
+    past_the_deadline(request_reply::<Ping, Pong>);
+}
+
+/// The same rule for an async caller (feature `tokio`): its deadline travels with the
+/// request, so the bridge frees the answer id at it and drops a later answer.
+#[cfg(feature = "tokio")]
+#[test]
+fn an_async_remote_request_past_its_deadline_frees_its_answer_id_too() {
+    past_the_deadline(|to, timeout, ping| {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        rt.block_on(agentbox::tokio_interop::request_reply::<Ping, Pong>(
+            to, timeout, ping,
+        ))
+    });
+}
+
+fn past_the_deadline(
+    request_reply: impl Fn(&Mbox, Duration, Ping) -> Result<Pong, RequestError> + Send + 'static,
+) {
+    bounded(move || {
         Environment::launch(|env| {
             let nodes = cluster(env, &[1, 2], |_, s| s);
             let service = env.create_mbox();
@@ -385,10 +407,7 @@ fn a_remote_request_past_its_deadline_frees_its_answer_id_and_a_late_answer_reac
                 .build()
                 .unwrap();
             // A first answered request: the session is up.
-            assert_eq!(
-                request_reply::<Ping, Pong>(&remote, LONG, Ping(2)),
-                Ok(Pong(3))
-            );
+            assert_eq!(request_reply(&remote, LONG, Ping(2)), Ok(Pong(3)));
             assert_eq!(next(&asked, "the first request"), 2);
             let system = &nodes[0].system;
             interconnect_support::wait_until("the first answer id goes", || {
@@ -404,7 +423,7 @@ fn a_remote_request_past_its_deadline_frees_its_answer_id_and_a_late_answer_reac
             for n in 0..TIMED_OUT {
                 let timeout = Duration::from_millis(if n % 2 == 0 { 100 } else { 0 });
                 assert_eq!(
-                    request_reply::<Ping, Pong>(&remote, timeout, Ping(0)),
+                    request_reply(&remote, timeout, Ping(0)),
                     Err(RequestError::Timeout)
                 );
             }

@@ -88,7 +88,12 @@ where
 {
     let (tx, rx) = oneshot::channel();
     let deadline = Instant::now().checked_add(timeout);
-    let sent = to.send(Request::remote(request, Box::new(OneshotReply(tx))));
+    // The deadline travels with the request: across nodes the bridge frees its answer id
+    // at that instant and drops a later answer (nothing reaches the caller after it).
+    let sent = to.send(
+        Request::remote(request, Box::new(OneshotReply(tx)))
+            .with_deadline(deadline.map(Instant::into_std)),
+    );
     let inner = match sent {
         Ok(()) => Inner::Waiting {
             rx,

@@ -181,4 +181,29 @@ mod tests {
         drop(local);
         assert!(a.admit(addr([127, 0, 0, 1])).is_some());
     }
+
+    /// The per-address cap holds however a stranger cycles its connections: finishing one
+    /// handshake frees one slot of its address, never the others it still holds.
+    #[test]
+    fn a_stranger_cycling_its_connections_never_holds_more_than_its_address_cap() {
+        let names = NameService::new().node(1, NodeAddress::new("127.0.0.1", 1));
+        let a = Arc::new(Admission::new(&names));
+        for (ip, cap) in [
+            ([127, 0, 0, 2], PER_STRANGER_ADDRESS),
+            ([127, 0, 0, 1], MEMBER_ADDRESS_MIN),
+        ] {
+            let mut held: Vec<Ticket> = (0..100).filter_map(|_| a.admit(addr(ip))).collect();
+            assert_eq!(held.len(), cap);
+            for round in 0..50 {
+                // One handshake ends (the oldest, the newest, one between), the stranger
+                // opens as many connections as it can: it gets that one slot back, no more.
+                held.remove(round % held.len());
+                held.extend((0..100).filter_map(|_| a.admit(addr(ip))));
+                assert_eq!(held.len(), cap, "round {round}");
+            }
+            drop(held);
+            let again: Vec<Ticket> = (0..100).filter_map(|_| a.admit(addr(ip))).collect();
+            assert_eq!(again.len(), cap, "all slots free again");
+        }
+    }
 }

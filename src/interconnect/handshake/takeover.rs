@@ -148,14 +148,9 @@ pub(super) fn accept_resume(
     s: &Arc<Session>,
     c: &mut Conn,
     hello: &InitialPacket,
+    ni: Option<Vec<u8>>,
 ) -> Result<(), HandshakeError> {
     let secret = node.secret();
-    let ni = match secret {
-        Some(_) => Some(challenge::nonce_of(
-            challenge::parse(&c.read_exblock()?)?.0,
-        )?),
-        None => None,
-    };
     // YDB's order (the session is taken, then the reply goes out) unless the peer must
     // prove itself first: with a secret (our nonce) or TLS (its certificate), the session
     // is only looked at until then.

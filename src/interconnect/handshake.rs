@@ -78,7 +78,7 @@ use super::stats::Refusal;
 use super::stream::IcStream;
 use super::wire::{
     ClusterUuids, ExBlock, HandshakeReply, HandshakeRequest, HandshakeSuccess, InitialPacket,
-    KeyValuePair, PROTOCOL_VERSION,
+    KeyValuePair, PacketChecksum, PROTOCOL_VERSION,
 };
 use crate::actors::ActorId;
 
@@ -342,6 +342,7 @@ fn finish(
     if let Some(peer) = new_peer {
         st.adopt(peer);
     }
+    under_tls(&mut st, &stream);
     let fallout = s.install(node, &mut st, stream, peer_next);
     st.outgoing_since = Some(Instant::now());
     Ok(fallout)
@@ -536,10 +537,19 @@ fn install_accepted(
     if let Some(peer) = peer_session {
         st.adopt(peer);
     }
+    under_tls(&mut st, &stream);
     let fallout = s.install(node, &mut st, stream, peer_next);
     drop(st);
     fallout.deliver(node, s.peer);
     Ok(())
+}
+
+/// A session's packets on a TLS connection carry 0 in their checksum field and are not
+/// checked (YDB's rule: TLS guards the bytes), whatever checksum the handshake chose.
+fn under_tls(st: &mut super::session::State, stream: &IcStream) {
+    if stream.is_tls() {
+        st.checksum = PacketChecksum::Tls;
+    }
 }
 
 /// Sends a refusal with its reason (`ErrorExplaination`); best effort.

@@ -720,8 +720,10 @@ fn close_after_linger(streams: Vec<Arc<IcStream>>, linger: Duration) {
 ///   member proves it in its first bytes and gets a slot kept for proven peers: strangers,
 ///   from any address (the member's own host included), cannot keep it out.
 /// - **TLS** (feature `tls`, `InterconnectSetup::tls`): YDB's modes decide per session;
-///   both sides' certificates are checked against the cluster's CA and the name service's
-///   host names, and a session with TLS is taken over only by a peer that completed TLS.
+///   both sides' certificates are checked against the cluster's CA (as YDB does; against
+///   the name service's host names too with `TlsSetup::check_host_names`), packets carry
+///   no checksum (0, as YDB writes), and a session with TLS is taken over only by a peer
+///   that completed TLS.
 /// - An event type without a codec, or an event over the size limit, is not delivered
 ///   (reason `NotSerializable`); the session goes on.
 /// - Bodies in YDB's extended `TEventPB` format (descriptor flag `0x20`) reach the handler

@@ -161,6 +161,8 @@ impl Drop for Proving<'_> {
     }
 }
 
+/// A resume of the session named by `hello` (with a secret, `ni` is the nonce of the
+/// peer's admission frame, which starts the challenge).
 pub(super) fn accept_resume(
     node: &Arc<NodeShared>,
     s: &Arc<Session>,
@@ -169,6 +171,10 @@ pub(super) fn accept_resume(
     ni: Option<Vec<u8>>,
 ) -> Result<(), HandshakeError> {
     let secret = node.secret();
+    if secret.is_some() && ni.is_none() {
+        // With a secret the admission frame's nonce starts the challenge: none, no resume.
+        return Err(HandshakeError::BadSecret);
+    }
     // YDB's order (the session is taken, then the reply goes out) unless the peer must
     // prove itself first: with a secret (our nonce) or TLS (its certificate), the session
     // is only looked at until then.

@@ -13,7 +13,10 @@ use std::sync::mpsc::{channel, Receiver};
 use std::time::{Duration, Instant};
 
 use agentbox::actors::*;
-use agentbox::interconnect::wire::{ExBlock, HandshakeReply, InitialPacket, Packet};
+use agentbox::interconnect::wire::{
+    EventDescriptor, ExBlock, HandshakeReply, HandshakeRequest, InitialPacket, Packet,
+    PacketChecksum, WireError,
+};
 use agentbox::interconnect::{
     EncryptionMode, HandshakeError, InterconnectSetup, NameService, NodeAddress, Refusal,
     SessionError, TlsSetup,
@@ -302,9 +305,21 @@ fn a_tls_session_resumes_cut_connections_exactly_once_and_in_order() {
     w.stop_then_join().unwrap();
 }
 
-/// Node `stranger` (with `its_tls`) sends to node `host` (the cluster's certificate):
-/// refused, nothing delivered. Returns the host's refusals.
-fn stranger_is_refused(host_id: u32, stranger_id: u32, its_tls: TlsSetup, ca: &Ca) {
+/// Node `stranger` (with `its_tls`) sends to node `host` (the cluster's certificate; it
+/// checks host names if `check_names`): refused, nothing delivered.
+fn stranger_is_refused(
+    host_id: u32,
+    stranger_id: u32,
+    its_tls: TlsSetup,
+    ca: &Ca,
+    check_names: bool,
+) {
+    let host_tls = ca.node(&host(host_id), EncryptionMode::Required, ca);
+    let host_tls = if check_names {
+        host_tls.check_host_names()
+    } else {
+        host_tls
+    };
     let w = WrappedEnv::new(|_| {}).unwrap();
     let (lh, ph) = bind();
     let (ls, ps) = bind();
@@ -312,11 +327,7 @@ fn stranger_is_refused(host_id: u32, stranger_id: u32, its_tls: TlsSetup, ca: &C
     let host_node = start_node(
         w.environment(),
         host_id,
-        remote_events(InterconnectSetup::new(names.clone()).listener(lh)).tls(ca.node(
-            &host(host_id),
-            EncryptionMode::Required,
-            ca,
-        )),
+        remote_events(InterconnectSetup::new(names.clone()).listener(lh)).tls(host_tls),
     );
     let stranger = start_node(
         w.environment(),
@@ -353,21 +364,53 @@ fn a_certificate_of_another_ca_is_refused_whichever_side_is_the_tls_server() {
         2,
         other.node(&host(2), EncryptionMode::Required, &ca),
         &ca,
+        false,
     );
     stranger_is_refused(
         2,
         1,
         other.node(&host(1), EncryptionMode::Required, &ca),
         &ca,
+        false,
     );
 }
 
 #[test]
-fn a_certificate_for_another_host_is_refused_whichever_side_is_the_tls_server() {
+fn with_host_names_checked_a_certificate_for_another_host_is_refused_whichever_side_is_the_tls_server(
+) {
     let ca = Ca::new();
     // Signed by the cluster's CA, but for node 3's host.
-    stranger_is_refused(1, 2, ca.node(&host(3), EncryptionMode::Required, &ca), &ca);
-    stranger_is_refused(2, 1, ca.node(&host(3), EncryptionMode::Required, &ca), &ca);
+    let other = || ca.node(&host(3), EncryptionMode::Required, &ca);
+    stranger_is_refused(1, 2, other(), &ca, true);
+    stranger_is_refused(2, 1, other(), &ca, true);
+}
+
+/// YDB's rule: a peer's certificate is checked against the cluster's CA, not the host
+/// name, so nodes whose certificates name no host of theirs talk (both ways, whichever
+/// side is the TLS server); checking host names is an option.
+#[test]
+fn by_default_a_certificate_of_the_ca_is_accepted_whatever_host_it_names() {
+    let ca = Ca::new();
+    let tls = |_| {
+        ca.node(
+            "not-a-host-of-this-cluster.example",
+            EncryptionMode::Required,
+            &ca,
+        )
+    };
+    assert!(!tls(0).checks_host_names());
+    assert!(tls(0).check_host_names().checks_host_names());
+    let w = WrappedEnv::new(|_| {}).unwrap();
+    let (n1, n2, _proxy) = pair_through_proxy(&w, |id, s| s.tls(tls(id)));
+    let (to2, rx2) = sink(&n2, 2);
+    let (to1, rx1) = sink(&n1, 1);
+    deliver(&n1, to2, &rx2, 0..3);
+    deliver(&n2, to1, &rx1, 0..3);
+    for (node, peer) in [(&n1, 2), (&n2, 1)] {
+        let s = node.ic.session_stats(peer).unwrap();
+        assert!(s.tls && s.connected, "{s:?}");
+    }
+    w.stop_then_join().unwrap();
 }
 
 /// Reads (and throws away) until the other side closes, within [`PATIENCE`].
@@ -452,4 +495,217 @@ fn two_nodes_with_tls_that_connect_to_each_other_at_once_lose_nothing() {
         s.tls(if id == 1 { one.clone() } else { two.clone() })
     });
     assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
+
+/// A YDB peer under TLS, written from YDB's rules: node 2, whose certificate (for
+/// `node-2`) the cluster's CA signed; it connects to node 1 for a new session and is the
+/// TLS client (the higher node id). Its packets carry 0 in their checksum field.
+struct TlsPeer {
+    tls: rustls::StreamOwned<rustls::ClientConnection, TcpStream>,
+    /// Our session id.
+    ours: ActorId,
+    /// The data serial of our last packet.
+    serial: u64,
+    inbuf: Vec<u8>,
+}
+
+/// The rustls client of node 2 (the fake peer): its certificate, the CA.
+fn peer_client(ca: &Ca) -> std::sync::Arc<rustls::ClientConfig> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let key = KeyPair::generate().unwrap();
+    let mut params = CertificateParams::new(vec![host(2)]).unwrap();
+    params.extended_key_usages = vec![
+        ExtendedKeyUsagePurpose::ServerAuth,
+        ExtendedKeyUsagePurpose::ClientAuth,
+    ];
+    let cert = params.signed_by(&key, &ca.0).unwrap();
+    let chain = vec![CertificateDer::from_pem_slice(cert.pem().as_bytes()).unwrap()];
+    let key = PrivateKeyDer::from_pem_slice(key.serialize_pem().as_bytes()).unwrap();
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_slice(ca.0.pem().as_bytes()).unwrap())
+        .unwrap();
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_client_auth_cert(chain, key)
+        .unwrap();
+    std::sync::Arc::new(config)
+}
+
+fn read_exact_n(s: &mut TcpStream, n: usize) -> Vec<u8> {
+    let mut b = vec![0u8; n];
+    s.read_exact(&mut b).unwrap();
+    b
+}
+
+impl TlsPeer {
+    /// A new session (our session `local`, also the request's serial) with node 1 at
+    /// `port`, TLS completed on our side (the client's side ends before the server's).
+    fn connect(port: u16, client: &std::sync::Arc<rustls::ClientConfig>, local: u64) -> TlsPeer {
+        let ours = ActorId::new(2, local, 0);
+        let mut sock = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        sock.set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        sock.set_write_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let _ = sock.set_nodelay(true);
+        sock.write_all(&InitialPacket::new_session(ours).encode())
+            .unwrap();
+        let reply = InitialPacket::decode(&read_exact_n(&mut sock, InitialPacket::LEN)).unwrap();
+        assert_eq!(reply.0, InitialPacket::empty_reply());
+        let request = HandshakeRequest {
+            sender_host_name: Some(host(2)),
+            receiver_host_name: Some(host(1)),
+            require_encryption: Some(true),
+            ..fake_peer::request(ours, 1, true)
+        };
+        sock.write_all(&ExBlock::new(request.encode()).encode())
+            .unwrap();
+        let mut head = read_exact_n(&mut sock, ExBlock::HEADER_LEN);
+        let size = u32::from_le_bytes([head[4], head[5], head[6], head[7]]) as usize;
+        head.extend(read_exact_n(&mut sock, size));
+        let block = ExBlock::decode(&head).unwrap().0;
+        let reply = HandshakeReply::decode(&block.payload).unwrap().0;
+        let success = reply.success.expect("a success");
+        assert_eq!(success.start_encryption, Some(true), "{success:?}");
+        let name = rustls::pki_types::ServerName::try_from(host(1)).unwrap();
+        let mut conn = rustls::ClientConnection::new(client.clone(), name).unwrap();
+        while conn.is_handshaking() {
+            conn.complete_io(&mut sock).unwrap();
+        }
+        TlsPeer {
+            tls: rustls::StreamOwned::new(conn, sock),
+            ours,
+            serial: 0,
+            inbuf: Vec::new(),
+        }
+    }
+
+    /// Sends an event of a type node 1 has no codec for (its handler gets the bytes) to
+    /// `to`, with `cookie`, in the next data packet, checksum field 0.
+    fn send_event(&mut self, to: ActorId, cookie: u64) {
+        let body = cookie.to_le_bytes();
+        let d = EventDescriptor {
+            event_type: NoCodec::EVENT_TYPE,
+            flags: 0,
+            recipient: to,
+            sender: ActorId::new(2, 9, 0),
+            cookie,
+            trace_id: [0; 28],
+            payload_checksum: 0,
+        };
+        self.serial += 1;
+        let packet = Packet::data(0, self.serial, fake_peer::event_payload(&d, 0, &body, 64));
+        let bytes = packet.encode_with(PacketChecksum::Tls).unwrap();
+        assert_eq!(&bytes[16..20], &[0; 4]);
+        self.tls.write_all(&bytes).unwrap();
+        self.tls.flush().unwrap();
+    }
+
+    /// The node's next packet, with the checksum field as it came.
+    fn next_packet(&mut self) -> (Packet, u32) {
+        let mut buf = [0u8; 16 << 10];
+        loop {
+            if self.inbuf.len() >= Packet::HEADER_LEN {
+                let field = u32::from_le_bytes(self.inbuf[16..20].try_into().unwrap());
+                match Packet::decode_with(&self.inbuf, PacketChecksum::Tls) {
+                    Ok((p, n)) => {
+                        self.inbuf.drain(..n);
+                        return (p, field);
+                    }
+                    Err(WireError::Truncated { .. }) => {}
+                    Err(e) => panic!("a bad packet from the node: {e}"),
+                }
+            }
+            let n = self.tls.read(&mut buf).expect("the node's packets");
+            assert!(n > 0, "the node closed the connection");
+            self.inbuf.extend_from_slice(&buf[..n]);
+        }
+    }
+}
+
+/// Node 1 with TLS required (certificate for `node-1`) and the sink; node 2 is a
+/// [`TlsPeer`].
+fn node_for_tls_peer(w: &WrappedEnv, ca: &Ca) -> (Node, u16) {
+    let (l1, p1) = bind();
+    let (_l2, p2) = bind();
+    let n1 = start_node(
+        w.environment(),
+        1,
+        remote_events(InterconnectSetup::new(tls_names(&[(1, p1), (2, p2)])).listener(l1))
+            .tls(ca.node(&host(1), EncryptionMode::Required, ca))
+            .ping_period(Duration::from_millis(100)),
+    );
+    (n1, p1)
+}
+
+/// YDB's rule under TLS: the packet checksum field is 0 both ways. The node writes 0 in
+/// every packet it sends (data, confirms, pings; the handshake asked for XXH3), and takes
+/// the peer's packets with 0.
+#[test]
+fn under_tls_packets_carry_a_zero_checksum_both_ways() {
+    let ca = Ca::new();
+    let w = WrappedEnv::new(|_| {}).unwrap();
+    let (n1, p1) = node_for_tls_peer(&w, &ca);
+    let (to, rx) = sink(&n1, 1);
+    let mut peer = TlsPeer::connect(p1, &peer_client(&ca), 100);
+    peer.send_event(to, 7);
+    assert_eq!(next(&rx, "the peer's event"), (NoCodec::EVENT_TYPE, 7));
+    // The node sends an event to node 2, then confirms, pings: every packet has 0.
+    n1.system.send_with(
+        ActorId::new(2, 5, 0),
+        ActorId::EMPTY,
+        Ping(1),
+        EventFlags::empty(),
+        11,
+    );
+    let (mut data, mut confirmed, mut seen) = (false, false, 0);
+    while !(data && confirmed) || seen < 3 {
+        let (p, field) = peer.next_packet();
+        assert_eq!(field, 0, "a packet with a checksum under TLS: {p:?}");
+        data |= fake_peer::events_of(&p.payload)
+            .iter()
+            .any(|d| d.cookie == 11);
+        confirmed |= p.confirm >= 1;
+        seen += 1;
+        assert!(seen < 1000, "no data packet and confirm among {seen}");
+    }
+    let s = n1.ic.session_stats(2).unwrap();
+    assert_eq!(
+        (s.tls, s.connected, s.peer_session_id),
+        (true, true, peer.ours)
+    );
+    w.stop_then_join().unwrap();
+}
+
+/// YDB's peer starts a new session while its old one is live and closes the old
+/// connection right after its own side of the TLS handshake (YDB ends the old session
+/// when it accepts the new request). The new session must hold: what the peer sends on
+/// it arrives, every time.
+#[test]
+fn a_new_session_whose_peer_closes_the_old_connection_right_after_tls_holds() {
+    let ca = Ca::new();
+    let w = WrappedEnv::new(|_| {}).unwrap();
+    let (n1, p1) = node_for_tls_peer(&w, &ca);
+    let (to, rx) = sink(&n1, 1);
+    let client = peer_client(&ca);
+    let mut old = TlsPeer::connect(p1, &client, 1000);
+    old.send_event(to, 1000);
+    assert_eq!(next(&rx, "the first event"), (NoCodec::EVENT_TYPE, 1000));
+    for k in 1001..1031 {
+        let mut new = TlsPeer::connect(p1, &client, k);
+        // Our side of TLS is done: the old connection goes.
+        let _ = old.tls.sock.shutdown(Shutdown::Both);
+        new.send_event(to, k);
+        let got = next_within(&rx, SOON, "the event of the new session");
+        assert_eq!(got, (NoCodec::EVENT_TYPE, k), "session {k}");
+        old = new;
+    }
+    let s = n1.ic.session_stats(2).unwrap();
+    assert_eq!((s.connected, s.peer_session_id), (true, old.ours), "{s:?}");
+    w.stop_then_join().unwrap();
 }

@@ -3,29 +3,43 @@
 //!
 //! Rules, checked by the listener before a handshake thread starts (a connection refused
 //! here is closed at once, and the peer retries as after any failed connect):
-//! 1. A source address the name service lists (a member's host) may run up to
-//!    [`PER_MEMBER_ADDRESS`] handshakes per node listed there (at least
+//! 1. An accepted connection first waits, without a thread, for its first bytes: the
+//!    initial packet and, in a cluster with a secret, the admission frame that a member
+//!    sends with it (`challenge.rs`). At most [`WAITING`] connections wait at once (a
+//!    newer one closes the oldest), each for [`INITIAL_PACKET_DEADLINE`] at most (or the
+//!    handshake timeout, if shorter): a connected node sends these bytes at once.
+//! 2. A connection whose admission frame proves the cluster's secret (a nonce not seen
+//!    lately, for a node of the name service) gets one of the slots kept for proven
+//!    peers: up to [`PROVEN_PER_NODE`] for the node it claims to be, [`PROVEN_HANDSHAKES`]
+//!    in all. No stranger can take these, from any address, the member's own included: a
+//!    member with the secret gets its handshake whatever strangers hold.
+//! 3. Any other connection (every connection in a cluster without a secret) takes a slot by
+//!    its source address. An address the name service lists (a member's host) may run up
+//!    to [`PER_MEMBER_ADDRESS`] handshakes per node listed there (at least
 //!    [`MEMBER_ADDRESS_MIN`]), and all members' addresses together up to
-//!    [`MEMBER_HANDSHAKES`]: this capacity is theirs alone.
-//! 2. Any other source address may run up to [`PER_STRANGER_ADDRESS`] handshakes, and all
-//!    of them together up to [`STRANGER_HANDSHAKES`]: a node whose connections come from an
+//!    [`MEMBER_HANDSHAKES`]; any other address up to [`PER_STRANGER_ADDRESS`], and all of
+//!    them together up to [`STRANGER_HANDSHAKES`]: a node whose connections come from an
 //!    address not listed (NAT, another interface) still gets in, and a stranger holding
-//!    connections from one address takes a few slots of this pool only.
-//! 3. The initial packet must come within [`INITIAL_PACKET_DEADLINE`] (or the handshake
-//!    timeout, if shorter): a connected node sends it at once, so an idle connection holds
-//!    its slot for about a second, not the whole handshake timeout.
+//!    connections from one address takes a few slots of its pool only. With a secret, such
+//!    a handshake is refused as soon as it fails to prove it (`handshake.rs`).
 //!
-//! A stranger on a member's host shares that host's slots (rule 1) and, by rule 3, holds
-//! each for a second at most; it cannot take the slots of the other members' hosts.
+//! Without a secret nothing tells a member from a stranger on its host before the
+//! handshake ends: such a stranger shares that host's slots (rule 3), and cannot take the
+//! slots of the other members' hosts.
 
-use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::io::ErrorKind;
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
+use super::challenge;
+use super::handshake;
 use super::names::NameService;
+use super::node::NodeShared;
+use super::wire::{ExBlock, InitialPacket, WireError};
 
 /// Handshakes from all the members' addresses together.
 pub(crate) const MEMBER_HANDSHAKES: usize = 64;
@@ -37,14 +51,36 @@ pub(crate) const MEMBER_ADDRESS_MIN: usize = 8;
 pub(crate) const STRANGER_HANDSHAKES: usize = 16;
 /// Handshakes from one address the name service does not list.
 pub(crate) const PER_STRANGER_ADDRESS: usize = 4;
-/// How long an accepted connection may take to send its initial packet.
+/// How long an accepted connection may take to send its initial packet (and, with a
+/// secret, its admission frame).
 pub(crate) const INITIAL_PACKET_DEADLINE: Duration = Duration::from_secs(1);
+/// Accepted connections waiting for their first bytes, at most.
+pub(crate) const WAITING: usize = 256;
+/// Proven handshakes (rule 2) of one node at once.
+pub(crate) const PROVEN_PER_NODE: usize = 4;
+/// Proven handshakes at once, in all.
+pub(crate) const PROVEN_HANDSHAKES: usize = 64;
+/// Admission nonces remembered (a repeated one proves nothing).
+const NONCES_KEPT: usize = 4096;
+/// How long the listener sleeps between two looks at the waiting connections.
+const LOOK_PERIOD: Duration = Duration::from_millis(1);
+/// What the listener peeks of a waiting connection: the initial packet and an admission
+/// frame (about 100 bytes), with room to spare.
+const PEEK_LEN: usize = InitialPacket::LEN + 512;
 
-/// The handshakes in progress, by source address (see the module docs).
+/// The handshakes in progress, by source address or proven node (see the module docs).
 pub(crate) struct Admission {
     /// Each member address and how many handshakes it may run.
     members: HashMap<IpAddr, usize>,
     counts: Mutex<Counts>,
+    nonces: Mutex<Nonces>,
+}
+
+/// The admission nonces seen lately, and their order (oldest first).
+#[derive(Default)]
+struct Nonces {
+    seen: HashSet<Vec<u8>>,
+    order: VecDeque<Vec<u8>>,
 }
 
 #[derive(Default)]
@@ -52,13 +88,22 @@ struct Counts {
     by_address: HashMap<IpAddr, usize>,
     members: usize,
     strangers: usize,
+    by_node: HashMap<u32, usize>,
+    proven: usize,
+}
+
+/// Which slot a [`Ticket`] holds.
+#[derive(Clone, Copy)]
+enum Slot {
+    Member(IpAddr),
+    Stranger(IpAddr),
+    Proven(u32),
 }
 
 /// One admitted handshake; its slot is given back when it drops.
 pub(crate) struct Ticket {
     admission: Arc<Admission>,
-    ip: IpAddr,
-    member: bool,
+    slot: Slot,
 }
 
 impl Admission {
@@ -84,7 +129,39 @@ impl Admission {
         Admission {
             members,
             counts: Mutex::new(Counts::default()),
+            nonces: Mutex::default(),
         }
+    }
+
+    /// A slot kept for proven peers (rule 2), for a handshake from node `node`.
+    pub(crate) fn admit_proven(self: &Arc<Self>, node: u32) -> Option<Ticket> {
+        let mut c = self.counts.lock();
+        let at_node = c.by_node.get(&node).copied().unwrap_or(0);
+        if c.proven >= PROVEN_HANDSHAKES || at_node >= PROVEN_PER_NODE {
+            return None;
+        }
+        *c.by_node.entry(node).or_default() += 1;
+        c.proven += 1;
+        Some(Ticket {
+            admission: self.clone(),
+            slot: Slot::Proven(node),
+        })
+    }
+
+    /// Whether `nonce` is new (it is remembered from now on, among the last
+    /// [`NONCES_KEPT`]).
+    fn fresh_nonce(&self, nonce: &[u8]) -> bool {
+        let mut n = self.nonces.lock();
+        if !n.seen.insert(nonce.to_vec()) {
+            return false;
+        }
+        n.order.push_back(nonce.to_vec());
+        if n.order.len() > NONCES_KEPT {
+            if let Some(old) = n.order.pop_front() {
+                n.seen.remove(&old);
+            }
+        }
+        true
     }
 
     /// A slot for a handshake from `peer`, if its address and its pool have one left.
@@ -101,33 +178,205 @@ impl Admission {
             return None;
         }
         *c.by_address.entry(ip).or_default() += 1;
-        if member_cap.is_some() {
+        let slot = if member_cap.is_some() {
             c.members += 1;
+            Slot::Member(ip)
         } else {
             c.strangers += 1;
-        }
+            Slot::Stranger(ip)
+        };
         Some(Ticket {
             admission: self.clone(),
-            ip,
-            member: member_cap.is_some(),
+            slot,
         })
+    }
+}
+
+/// Takes one from `key`'s count in `map`, removing the entry at 0.
+fn release<K: std::hash::Hash + Eq>(map: &mut HashMap<K, usize>, key: &K) {
+    if let Some(n) = map.get_mut(key) {
+        *n -= 1;
+        if *n == 0 {
+            map.remove(key);
+        }
     }
 }
 
 impl Drop for Ticket {
     fn drop(&mut self) {
         let mut c = self.admission.counts.lock();
-        if let Some(n) = c.by_address.get_mut(&self.ip) {
-            *n -= 1;
-            if *n == 0 {
-                c.by_address.remove(&self.ip);
+        match self.slot {
+            Slot::Member(ip) => {
+                release(&mut c.by_address, &ip);
+                c.members -= 1;
+            }
+            Slot::Stranger(ip) => {
+                release(&mut c.by_address, &ip);
+                c.strangers -= 1;
+            }
+            Slot::Proven(node) => {
+                release(&mut c.by_node, &node);
+                c.proven -= 1;
             }
         }
-        if self.member {
-            c.members -= 1;
-        } else {
-            c.strangers -= 1;
+    }
+}
+
+/// An accepted connection waiting for its first bytes (rule 1).
+struct Waiting {
+    stream: TcpStream,
+    addr: SocketAddr,
+    since: Instant,
+}
+
+/// What a waiting connection's first bytes say.
+enum Look {
+    /// Not all there yet.
+    Wait,
+    /// The admission frame proves the secret; the node the initial packet names.
+    Proven(u32),
+    /// Anything else (bytes that are no handshake, a closed connection, the time is up):
+    /// the handshake says why, by its address's slot.
+    Unproven,
+}
+
+/// The listener (`ic<N>-listen`): accepts connections, keeps them waiting for their first
+/// bytes, and starts a handshake thread for each one admitted (see the module docs). Ends
+/// once the node stops (the stop connects to wake it).
+pub(crate) fn listen(node: &Arc<NodeShared>, listener: TcpListener) {
+    let admission = node.admission.clone();
+    let wait_for = INITIAL_PACKET_DEADLINE.min(node.cfg.handshake_timeout);
+    let mut waiting: VecDeque<Waiting> = VecDeque::new();
+    let mut buf = vec![0u8; PEEK_LEN];
+    let mut blocking = true;
+    loop {
+        if node.is_stopping() {
+            return;
         }
+        // Nothing waits: block in accept. Else look at the waiting ones between accepts.
+        if waiting.is_empty() != blocking && listener.set_nonblocking(!waiting.is_empty()).is_ok() {
+            blocking = waiting.is_empty();
+        }
+        let mut accepted = 0;
+        while accepted < 64 {
+            match listener.accept() {
+                Ok((stream, addr)) => {
+                    if node.is_stopping() {
+                        return;
+                    }
+                    if stream.set_nonblocking(true).is_err() {
+                        continue;
+                    }
+                    let _ = stream.set_nodelay(true);
+                    if waiting.len() == WAITING {
+                        waiting.pop_front();
+                    }
+                    waiting.push_back(Waiting {
+                        stream,
+                        addr,
+                        since: Instant::now(),
+                    });
+                    accepted += 1;
+                    if blocking {
+                        break;
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => {
+                    // Out of descriptors, say: do not spin; the backlog waits.
+                    tracing::warn!(node = node.node_id, error = %e, "interconnect: accept failed");
+                    std::thread::sleep(Duration::from_millis(10));
+                    break;
+                }
+            }
+        }
+        let now = Instant::now();
+        let mut i = 0;
+        while i < waiting.len() {
+            let look = look(node, &admission, &waiting[i], &mut buf, now, wait_for);
+            if matches!(look, Look::Wait) {
+                i += 1;
+            } else if let Some(w) = waiting.remove(i) {
+                start(node, &admission, w, &look);
+            }
+        }
+        if !waiting.is_empty() && accepted == 0 {
+            std::thread::sleep(LOOK_PERIOD);
+        }
+    }
+}
+
+/// What `w`'s first bytes say by `now` (its time is up after `wait_for`).
+fn look(
+    node: &NodeShared,
+    admission: &Admission,
+    w: &Waiting,
+    buf: &mut [u8],
+    now: Instant,
+    wait_for: Duration,
+) -> Look {
+    let n = match w.stream.peek(buf) {
+        // A closed connection, or one that broke: its handshake says so.
+        Ok(0) => return Look::Unproven,
+        Ok(n) => n,
+        Err(e) if e.kind() == ErrorKind::WouldBlock => 0,
+        Err(_) => return Look::Unproven,
+    };
+    let late = now.saturating_duration_since(w.since) >= wait_for;
+    let wait = if late { Look::Unproven } else { Look::Wait };
+    if n < InitialPacket::LEN {
+        return wait;
+    }
+    let Some(secret) = node.secret() else {
+        return Look::Unproven;
+    };
+    let Ok((hello, _)) = InitialPacket::decode(&buf[..InitialPacket::LEN]) else {
+        return Look::Unproven;
+    };
+    let claimed = hello.self_virtual_id.node_id();
+    match ExBlock::decode(&buf[InitialPacket::LEN..n]) {
+        Ok((frame, _)) => {
+            match challenge::check_admit(secret, &frame.payload, &hello, node.node_id) {
+                Ok(ni)
+                    if claimed != node.node_id
+                        && node.session(claimed).is_some()
+                        && admission.fresh_nonce(&ni) =>
+                {
+                    Look::Proven(claimed)
+                }
+                _ => Look::Unproven,
+            }
+        }
+        Err(WireError::Truncated { .. }) if n < buf.len() => wait,
+        Err(_) => Look::Unproven,
+    }
+}
+
+/// Starts the handshake of `w` if it gets a slot (a proven one for a proven connection,
+/// else by its address); otherwise closes it.
+fn start(node: &Arc<NodeShared>, admission: &Arc<Admission>, w: Waiting, look: &Look) {
+    let ticket = match look {
+        Look::Proven(id) => admission
+            .admit_proven(*id)
+            .or_else(|| admission.admit(w.addr)),
+        _ => admission.admit(w.addr),
+    };
+    let Some(ticket) = ticket else {
+        return;
+    };
+    if w.stream.set_nonblocking(false).is_err() {
+        return;
+    }
+    let n = node.clone();
+    let spawned = std::thread::Builder::new()
+        .name(format!("ic{}-accept", node.node_id))
+        .spawn(move || {
+            handshake::accept(&n, w.stream, w.since);
+            drop(ticket);
+        });
+    if let Err(e) = spawned {
+        tracing::error!(error = %e, "interconnect: cannot start a handshake thread");
     }
 }
 
@@ -180,5 +429,56 @@ mod tests {
         assert!(a.admit(mapped).is_some());
         drop(local);
         assert!(a.admit(addr([127, 0, 0, 1])).is_some());
+    }
+
+    /// Slots kept for proven peers: taken whatever the address pools hold, a few per node,
+    /// and a nonce proves once.
+    #[test]
+    fn proven_peers_have_slots_of_their_own() {
+        let names = NameService::new()
+            .node(1, NodeAddress::new("127.0.0.1", 1))
+            .node(2, NodeAddress::new("127.0.0.1", 2));
+        let a = Arc::new(Admission::new(&names));
+        let full: Vec<Ticket> = (0..100)
+            .filter_map(|_| a.admit(addr([127, 0, 0, 1])))
+            .collect();
+        assert!(a.admit(addr([127, 0, 0, 1])).is_none());
+        let proven: Vec<Ticket> = (0..100).filter_map(|_| a.admit_proven(2)).collect();
+        assert_eq!(proven.len(), PROVEN_PER_NODE);
+        assert!(a.admit_proven(1).is_some(), "another node's are its own");
+        drop(proven);
+        assert!(a.admit_proven(2).is_some());
+        drop(full);
+        assert!(a.fresh_nonce(&[1; 32]));
+        assert!(!a.fresh_nonce(&[1; 32]), "a repeated nonce");
+        for k in 0..NONCES_KEPT as u32 {
+            a.fresh_nonce(&k.to_le_bytes());
+        }
+        assert!(a.fresh_nonce(&[1; 32]), "forgotten after so many others");
+    }
+
+    /// The per-address cap holds however a stranger cycles its connections: finishing one
+    /// handshake frees one slot of its address, never the others it still holds.
+    #[test]
+    fn a_stranger_cycling_its_connections_never_holds_more_than_its_address_cap() {
+        let names = NameService::new().node(1, NodeAddress::new("127.0.0.1", 1));
+        let a = Arc::new(Admission::new(&names));
+        for (ip, cap) in [
+            ([127, 0, 0, 2], PER_STRANGER_ADDRESS),
+            ([127, 0, 0, 1], MEMBER_ADDRESS_MIN),
+        ] {
+            let mut held: Vec<Ticket> = (0..100).filter_map(|_| a.admit(addr(ip))).collect();
+            assert_eq!(held.len(), cap);
+            for round in 0..50 {
+                // One handshake ends (the oldest, the newest, one between), the stranger
+                // opens as many connections as it can: it gets that one slot back, no more.
+                held.remove(round % held.len());
+                held.extend((0..100).filter_map(|_| a.admit(addr(ip))));
+                assert_eq!(held.len(), cap, "round {round}");
+            }
+            drop(held);
+            let again: Vec<Ticket> = (0..100).filter_map(|_| a.admit(addr(ip))).collect();
+            assert_eq!(again.len(), cap, "all slots free again");
+        }
     }
 }

@@ -10,8 +10,16 @@
 //! side (I) has answered R's nonce. Tags are over length-prefixed parts, each starting
 //! with a label of its own, so that no tag of one step serves at another.
 //!
-//! New session (YDB's frames, plus one):
-//! 1. I → R initial packet, R → I the all-zero reply.
+//! Admission (both kinds of handshake): I's initial packet is followed, in the same write,
+//! by an admission frame: a nonce `Ni` and `HMAC("agentbox-ic-admit", Ni, the initial
+//! packet, R's node id)` ([`admit_frame`]). R's listener checks it before the handshake
+//! takes a slot (`admission.rs`): a connection that proves the secret so gets a slot kept
+//! for proven peers, whatever strangers hold; one that does not is refused at once. It is
+//! no proof of freshness (a recording passes it; R's listener refuses a nonce it has seen
+//! lately), so it decides admission only; the steps below still prove each side.
+//!
+//! New session (YDB's frames, plus two):
+//! 1. I → R initial packet and the admission frame, R → I the all-zero reply.
 //! 2. I → R `THandshakeRequest` with nonce `Ni` and `HMAC("agentbox-ic-request", Ni, I's
 //!    session id, R's node id)`. It lets R refuse a node without the secret with a
 //!    reason; a recorded request passes it, so it is no proof of freshness.
@@ -22,7 +30,8 @@
 //!    ends the session it had with I (a restart) and installs.
 //!
 //! Resume (YDB's resume has no frame after the initial packets):
-//! 1. I → R initial packet (both session ids, I's confirm), then a nonce frame `Ni`.
+//! 1. I → R initial packet (both session ids, I's confirm), then the admission frame (its
+//!    nonce is `Ni`).
 //! 2. If the ids are R's session, R → I its initial packet, then a challenge frame: `Nr`
 //!    and `HMAC("agentbox-ic-resume-reply", Ni, Nr, both initial packets)`. Otherwise the
 //!    all-zero reply and nothing more (I's session ends: `SessionMismatch`).
@@ -44,6 +53,7 @@ use crate::actors::ActorId;
 /// How long a nonce is, in bytes.
 pub(crate) const NONCE_LEN: usize = 32;
 
+const ADMIT: &[u8] = b"agentbox-ic-admit";
 const CONFIRM: &[u8] = b"agentbox-ic-confirm";
 const RESUME_REPLY: &[u8] = b"agentbox-ic-resume-reply";
 const RESUME_CONFIRM: &[u8] = b"agentbox-ic-resume-confirm";
@@ -123,9 +133,35 @@ pub(crate) fn proof_frame(tag: Vec<u8>) -> Vec<u8> {
     frame(None, Some(tag))
 }
 
-/// The frame of I's nonce after a resume's initial packet.
-pub(crate) fn nonce_frame(ni: &[u8]) -> Vec<u8> {
-    frame(Some(ni), None)
+/// The admission frame that follows I's initial packet (step 0): I's nonce and
+/// `HMAC("agentbox-ic-admit", Ni, the initial packet, R's node id)`.
+pub(crate) fn admit_frame(secret: &[u8], ni: &[u8], hello: &InitialPacket, to: u32) -> Vec<u8> {
+    frame(Some(ni), Some(admit_tag(secret, ni, hello, to)))
+}
+
+fn admit_tag(secret: &[u8], ni: &[u8], hello: &InitialPacket, to: u32) -> Vec<u8> {
+    proof(secret, &[ADMIT, ni, &hello.encode(), &to.to_le_bytes()])
+}
+
+/// R checks the admission frame's `payload` after `hello` (R is node `own`); returns I's
+/// nonce.
+///
+/// # Errors
+///
+/// `BadSecret` for a missing nonce or a wrong proof, `Wire` for a payload that is no frame.
+pub(crate) fn check_admit(
+    secret: &[u8],
+    payload: &[u8],
+    hello: &InitialPacket,
+    own: u32,
+) -> Result<Vec<u8>, HandshakeError> {
+    let (ni, tag) = parse(payload)?;
+    let ni = nonce_of(ni)?;
+    let parts: [&[u8]; 4] = [ADMIT, &ni, &hello.encode(), &own.to_le_bytes()];
+    match tag {
+        Some(t) if verify_proof(secret, &parts, &t) => Ok(ni),
+        _ => Err(HandshakeError::BadSecret),
+    }
 }
 
 /// The tag of a resume's step: `reply` (R's) or I's confirm, over both nonces and both
@@ -286,7 +322,14 @@ mod tests {
             check_new_session_confirm(b"s", &ni, &nr, i, r, None),
             Err(HandshakeError::BadSecret)
         );
-        let (n, t) = parse(&payload(&nonce_frame(&ni))).unwrap();
-        assert_eq!((n.as_deref(), t), (Some(&ni[..]), None));
+        let (hello, _) = packets();
+        let admit = payload(&admit_frame(b"s", &ni, &hello, 2));
+        assert_eq!(check_admit(b"s", &admit, &hello, 2).unwrap(), ni);
+        // For another receiver, with another secret, after another initial packet.
+        assert!(check_admit(b"s", &admit, &hello, 3).is_err());
+        assert!(check_admit(b"t", &admit, &hello, 2).is_err());
+        let mut other = hello;
+        other.next_packet += 1;
+        assert!(check_admit(b"s", &admit, &other, 2).is_err());
     }
 }

@@ -7,7 +7,8 @@
 //!    session not yet established takes a fresh session id for every attempt (YDB's
 //!    `StartInitialHandshake`): the peer refuses a serial it has seen.
 //! 2. Send the initial packet: our session id, the peer's (empty for a new session), the
-//!    last serial we processed, version 2. Read the peer's.
+//!    last serial we processed, version 2; with a secret, the admission frame in the same
+//!    write (`challenge.rs`). Read the peer's.
 //! 3. Resume (the peer's id was known): the reply must name both sessions as we do, else
 //!    `SessionMismatch` (our session ends, a new one starts). Done: no ExBlocks.
 //! 4. New session: send a `THandshakeRequest` in an ExBlock (with our nonce and secret
@@ -17,8 +18,12 @@
 //! 5. Install the connection if our token is still the session's (an incoming handshake
 //!    may have won meanwhile: `Simultaneous`).
 //!
-//! Accepting side (one thread per incoming connection):
-//! 1. Read the initial packet; the claimed node must be in the name service.
+//! Accepting side (one thread per connection the listener admitted, `admission.rs`):
+//! 1. Read the initial packet; the claimed node must be in the name service. With a
+//!    secret, the admission frame must follow and prove it (else `BadSecret`; a new
+//!    session's peer gets the all-zero reply and then the refusal with its reason). Until
+//!    then the connection has [`INITIAL_PACKET_DEADLINE`] from its accept, then the rest
+//!    of the handshake timeout.
 //! 2. Resume: both ids must be the session's, else reply all-zero ids (the peer then
 //!    starts a new session). New session: reply all-zero ids, read and check the request
 //!    (receiver node, host names, cluster ids, protocol, secret proof, TLS mode);
@@ -73,7 +78,7 @@ use super::stats::Refusal;
 use super::stream::IcStream;
 use super::wire::{
     ClusterUuids, ExBlock, HandshakeReply, HandshakeRequest, HandshakeSuccess, InitialPacket,
-    KeyValuePair, PROTOCOL_VERSION,
+    KeyValuePair, PacketChecksum, PROTOCOL_VERSION,
 };
 use crate::actors::ActorId;
 
@@ -81,6 +86,9 @@ use crate::actors::ActorId;
 pub(crate) const NONCE: &str = "agentbox.nonce";
 /// The handshake param that carries a side's HMAC proof.
 pub(crate) const PROOF: &str = "agentbox.proof";
+
+/// How long the handshake thread may take to read what the listener saw (`accept`).
+const READ_WHAT_CAME: Duration = Duration::from_millis(200);
 
 /// A connection with a deadline on every read and write.
 struct Conn {
@@ -268,8 +276,9 @@ fn connect_on(
     let secret = node.secret();
     let ni = node.random_bytes();
     let mut first = hello.encode();
-    if secret.is_some() && !peer_id.is_empty() {
-        first.extend(challenge::nonce_frame(&ni));
+    if let Some(secret) = secret {
+        // In the same write: the peer's listener looks for it with the initial packet.
+        first.extend(challenge::admit_frame(secret, &ni, &hello, s.peer));
     }
     c.send(&first)?;
     let reply = c.read_initial()?;
@@ -333,22 +342,25 @@ fn finish(
     if let Some(peer) = new_peer {
         st.adopt(peer);
     }
+    under_tls(&mut st, &stream);
     let fallout = s.install(node, &mut st, stream, peer_next);
     st.outgoing_since = Some(Instant::now());
     Ok(fallout)
 }
 
-/// The accepting side of one incoming connection (see the module docs); runs on a thread
-/// of its own.
-pub(crate) fn accept(node: &Arc<NodeShared>, stream: TcpStream) {
+/// The accepting side of one incoming connection, accepted at `accepted` (see the module
+/// docs); runs on a thread of its own.
+pub(crate) fn accept(node: &Arc<NodeShared>, stream: TcpStream, accepted: Instant) {
     let peer_addr = stream.peer_addr().ok();
     let _ = stream.set_nodelay(true);
-    let now = Instant::now();
-    let deadline = now + node.cfg.handshake_timeout.mul_f32(0.9);
-    // The initial packet comes at once from a node that connects (`admission.rs`).
+    let deadline = accepted + node.cfg.handshake_timeout.mul_f32(0.9);
+    // The initial packet (and the admission frame) come at once from a node that connects
+    // (`admission.rs`); what the listener saw already is read in a moment (bytes followed
+    // by the end of the stream, say, which it cannot tell from bytes alone).
+    let prompt = deadline.min(accepted + INITIAL_PACKET_DEADLINE);
     let mut c = Conn {
         stream,
-        deadline: deadline.min(now + INITIAL_PACKET_DEADLINE),
+        deadline: prompt.max(Instant::now() + READ_WHAT_CAME),
     };
     let mut claimed = 0;
     if let Err(reason) = accept_on(node, &mut c, deadline, &mut claimed) {
@@ -376,7 +388,6 @@ fn accept_on(
     claimed: &mut u32,
 ) -> Result<(), HandshakeError> {
     let hello = c.read_initial()?;
-    c.deadline = deadline;
     if hello.version != PROTOCOL_VERSION {
         return Err(HandshakeError::Incompatible(format!(
             "initial packet version {} (no XDC here)",
@@ -388,6 +399,11 @@ fn accept_on(
     if peer_node == 0 || peer_node == node.node_id {
         return Err(HandshakeError::UnknownNode(peer_node));
     }
+    let ni = match node.secret() {
+        Some(secret) => Some(admitted(c, secret, node.node_id, &hello)?),
+        None => None,
+    };
+    c.deadline = deadline;
     let Some(s) = node.session(peer_node) else {
         // Answer a new session so that the request can be refused with a reason.
         if hello.peer_virtual_id.is_empty() {
@@ -398,7 +414,7 @@ fn accept_on(
         return Err(HandshakeError::UnknownNode(peer_node));
     };
     if !hello.peer_virtual_id.is_empty() {
-        return accept_resume(node, &s, c, &hello);
+        return accept_resume(node, &s, c, &hello, ni);
     }
     c.send(&InitialPacket::empty_reply().encode())?;
     let bytes = c.read_exblock()?;
@@ -433,6 +449,35 @@ fn accept_on(
     let sent = c.send(&ExBlock::new(reply.encode()).encode());
     let stream = sent.and_then(|()| plain(c));
     install_accepted(node, &s, stream, (token, self_id), Some(peer), 0)
+}
+
+/// With a secret: reads and checks the admission frame after `hello` (we are node `own`);
+/// returns the peer's nonce. A peer that does not prove the secret so is refused
+/// (`BadSecret`), with the reason if it asked for a new session (a node without the
+/// secret sends no frame: it gets the reply it waits for, then the refusal).
+fn admitted(
+    c: &mut Conn,
+    secret: &[u8],
+    own: u32,
+    hello: &InitialPacket,
+) -> Result<Vec<u8>, HandshakeError> {
+    let checked = c
+        .read_exblock()
+        .and_then(|frame| challenge::check_admit(secret, &frame, hello, own));
+    match checked {
+        Ok(ni) => Ok(ni),
+        Err(HandshakeError::Io(kind, why)) => Err(HandshakeError::Io(kind, why)),
+        Err(_) => {
+            if hello.peer_virtual_id.is_empty() {
+                c.deadline = Instant::now() + INITIAL_PACKET_DEADLINE;
+                if c.send(&InitialPacket::empty_reply().encode()).is_ok() {
+                    let _ = c.read_exblock();
+                    refuse(c, &HandshakeError::BadSecret);
+                }
+            }
+            Err(HandshakeError::BadSecret)
+        }
+    }
 }
 
 /// A second handle on the handshake's socket, for the session.
@@ -492,10 +537,19 @@ fn install_accepted(
     if let Some(peer) = peer_session {
         st.adopt(peer);
     }
+    under_tls(&mut st, &stream);
     let fallout = s.install(node, &mut st, stream, peer_next);
     drop(st);
     fallout.deliver(node, s.peer);
     Ok(())
+}
+
+/// A session's packets on a TLS connection carry 0 in their checksum field and are not
+/// checked (YDB's rule: TLS guards the bytes), whatever checksum the handshake chose.
+fn under_tls(st: &mut super::session::State, stream: &IcStream) {
+    if stream.is_tls() {
+        st.checksum = PacketChecksum::Tls;
+    }
 }
 
 /// Sends a refusal with its reason (`ErrorExplaination`); best effort.

@@ -55,7 +55,7 @@ pub(crate) struct NodeShared {
     stopping: AtomicBool,
     next_session: AtomicU64,
     /// Which incoming connections may run a handshake now (`admission.rs`).
-    admission: Arc<Admission>,
+    pub(crate) admission: Arc<Admission>,
     refusals: Mutex<VecDeque<Refusal>>,
     /// The sessions' figures for the environment's stats controller (held weakly there).
     stats_source: Arc<dyn StatsSource>,
@@ -716,10 +716,14 @@ fn close_after_linger(streams: Vec<Arc<IcStream>>, linger: Duration) {
 ///   ids and (if set) the shared secret, proven afresh in every handshake, resumes
 ///   included; a refused peer gets nothing delivered. Incoming handshakes are admitted
 ///   fairly: the name service's addresses have slots of their own, any other address a
-///   few, and a connection that sends nothing is closed within a second.
+///   few, and a connection that sends nothing is closed within a second. With a secret, a
+///   member proves it in its first bytes and gets a slot kept for proven peers: strangers,
+///   from any address (the member's own host included), cannot keep it out.
 /// - **TLS** (feature `tls`, `InterconnectSetup::tls`): YDB's modes decide per session;
-///   both sides' certificates are checked against the cluster's CA and the name service's
-///   host names, and a session with TLS is taken over only by a peer that completed TLS.
+///   both sides' certificates are checked against the cluster's CA (as YDB does; against
+///   the name service's host names too with `TlsSetup::check_host_names`), packets carry
+///   no checksum (0, as YDB writes), and a session with TLS is taken over only by a peer
+///   that completed TLS.
 /// - An event type without a codec, or an event over the size limit, is not delivered
 ///   (reason `NotSerializable`); the session goes on.
 /// - Bodies in YDB's extended `TEventPB` format (descriptor flag `0x20`) reach the handler
@@ -946,40 +950,7 @@ impl std::fmt::Debug for Interconnect {
     }
 }
 
-/// The listener: a thread per incoming connection runs its handshake.
+/// The listener: a thread per admitted connection runs its handshake (`admission.rs`).
 fn listen(node: &Arc<NodeShared>, listener: TcpListener) {
-    for conn in listener.incoming() {
-        if node.is_stopping() {
-            return;
-        }
-        let stream = match conn {
-            Ok(stream) => stream,
-            Err(e) => {
-                // Out of descriptors, say: do not spin; the backlog waits.
-                tracing::warn!(node = node.node_id, error = %e, "interconnect: accept failed");
-                std::thread::sleep(Duration::from_millis(10));
-                continue;
-            }
-        };
-        // Handshakes run before anything is known of the peer: at most so many at once,
-        // fairly shared by source address (`admission.rs`).
-        let Some(ticket) = stream
-            .peer_addr()
-            .ok()
-            .and_then(|a| node.admission.admit(a))
-        else {
-            drop(stream);
-            continue;
-        };
-        let n = node.clone();
-        let spawned = std::thread::Builder::new()
-            .name(format!("ic{}-accept", node.node_id))
-            .spawn(move || {
-                handshake::accept(&n, stream);
-                drop(ticket);
-            });
-        if let Err(e) = spawned {
-            tracing::error!(error = %e, "interconnect: cannot start a handshake thread");
-        }
-    }
+    super::admission::listen(node, listener);
 }

@@ -181,8 +181,9 @@ impl InterconnectSetup {
     /// session runs TLS when one side requires it and the other allows it, or both allow
     /// it; it starts on the socket right after the handshake's last frame, and a resumed
     /// connection runs it again right after the initial packets. Each side checks that the
-    /// other's certificate is signed by the CA and is for the host name the name service
-    /// gives the peer; a failure refuses the peer for good
+    /// other's certificate is signed by the CA, as YDB does (and, with
+    /// [`TlsSetup::check_host_names`](super::TlsSetup::check_host_names), that it is for
+    /// the host name the name service gives the peer); a failure refuses the peer for good
     /// ([`HandshakeError::Tls`](super::HandshakeError::Tls)). A session with TLS is only
     /// taken over (by a resume or a new session) by a peer that completed the TLS
     /// handshake, so session ids read off the wire are worth nothing.

@@ -1,9 +1,11 @@
 //! TLS on the interconnect's connections (feature `tls`), as YDB runs it: after the
 //! handshake's last frame (a resume: after the initial packets), on the same socket, the
 //! lower node id as the TLS server. Both sides present a certificate signed by the
-//! cluster's CA (mutual TLS), and each checks that the other's is for the host name its
-//! name service gives the peer: the client through TLS's server-name check, the server
-//! on the client's certificate once the TLS handshake is done.
+//! cluster's CA (mutual TLS), and each checks that the other's chains to the CA, as YDB
+//! does (its certificates need not name the host). With
+//! [`TlsSetup::check_host_names`] each also checks that the other's is for the host name
+//! its name service gives the peer: the client through TLS's server-name check, the
+//! server on the client's certificate once the TLS handshake is done.
 //!
 //! [`TlsStream`] shares one rustls connection between the session's reader and writer:
 //! each takes the connection's lock only to move bytes in or out of it, never across a
@@ -19,11 +21,14 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use parking_lot::Mutex;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
-use rustls::server::WebPkiClientVerifier;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::server::{ParsedCertificate, WebPkiClientVerifier};
 use rustls::{
-    ClientConfig, ClientConnection, Connection, RootCertStore, ServerConfig, ServerConnection,
+    ClientConfig, ClientConnection, Connection, DigitallySignedStruct, RootCertStore, ServerConfig,
+    ServerConnection, SignatureScheme,
 };
 use thiserror::Error;
 
@@ -60,9 +65,10 @@ pub enum TlsError {
 /// What a node runs TLS with: its [`EncryptionMode`], its certificate chain and private key,
 /// and the cluster's CA ([`InterconnectSetup::tls`](super::InterconnectSetup::tls)).
 ///
-/// Every node's certificate must be signed by the CA and name the node's host (the
-/// `host` of its [`NodeAddress`](super::NodeAddress), a DNS name or an IP address) in its
-/// subject alternative names: a peer checks both.
+/// Every node's certificate must be signed by the CA (its chain, presented in the TLS
+/// handshake, leads to one of the CA certificates): a peer checks that, as YDB does. A
+/// certificate need not name the node's host, unless the peers check host names too
+/// ([`check_host_names`](Self::check_host_names)).
 ///
 /// # Examples
 ///
@@ -94,9 +100,78 @@ impl std::fmt::Debug for TlsSetup {
 }
 
 /// The rustls configurations of both roles.
+#[derive(Clone)]
 pub(crate) struct TlsContext {
+    /// The client that checks the server's chain only (YDB's check).
     client: Arc<ClientConfig>,
+    /// The client that also checks the server's host name.
+    client_named: Arc<ClientConfig>,
     server: Arc<ServerConfig>,
+    /// Whether the peer's certificate must name its host ([`TlsSetup::check_host_names`]).
+    check_host_names: bool,
+}
+
+/// The client's check of the server's certificate as YDB makes it: the chain leads to the
+/// CA (validity dates, signatures and key usages included); the name is not looked at.
+#[derive(Debug)]
+struct ChainOnly {
+    roots: Arc<RootCertStore>,
+    provider: Arc<CryptoProvider>,
+}
+
+impl ServerCertVerifier for ChainOnly {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        let cert = ParsedCertificate::try_from(end_entity)?;
+        rustls::client::verify_server_cert_signed_by_trust_anchor(
+            &cert,
+            &self.roots,
+            intermediates,
+            now,
+            self.provider.signature_verification_algorithms.all,
+        )?;
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
+    }
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
@@ -176,7 +251,18 @@ impl TlsSetup {
             .map_err(config)?;
         // No tickets: nothing for the server to write once the handshake is done.
         server.send_tls13_tickets = 0;
-        let client = ClientConfig::builder_with_provider(provider)
+        let chain_only = Arc::new(ChainOnly {
+            roots: roots.clone(),
+            provider: provider.clone(),
+        });
+        let client = ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .map_err(config)?
+            .dangerous()
+            .with_custom_certificate_verifier(chain_only)
+            .with_client_auth_cert(chain.clone(), key.clone_key())
+            .map_err(config)?;
+        let client_named = ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .map_err(config)?
             .with_root_certificates(roots)
@@ -186,7 +272,9 @@ impl TlsSetup {
             mode,
             context: Arc::new(TlsContext {
                 client: Arc::new(client),
+                client_named: Arc::new(client_named),
                 server: Arc::new(server),
+                check_host_names: false,
             }),
         })
     }
@@ -195,6 +283,29 @@ impl TlsSetup {
     pub fn mode(&self) -> EncryptionMode {
         self.mode
     }
+
+    /// Also checks that a peer's certificate names the peer's host: the `host` of its
+    /// [`NodeAddress`](super::NodeAddress) (a DNS name or an IP address) must be among the
+    /// certificate's subject alternative names, on both sides (the TLS client checks the
+    /// server's, the TLS server the client's), else the handshake fails
+    /// ([`HandshakeError::Tls`]) and is retried.
+    ///
+    /// Off by default: YDB checks only that the chain leads to the cluster's CA, and a YDB
+    /// cluster's certificates often do not name the hosts' addresses. Turn it on when every
+    /// node's certificate names its host, so that a certificate of the CA stolen from one
+    /// host cannot be used from another.
+    pub fn check_host_names(mut self) -> TlsSetup {
+        let mut context = (*self.context).clone();
+        context.check_host_names = true;
+        self.context = Arc::new(context);
+        self
+    }
+
+    /// Whether peers' certificates must name their hosts
+    /// ([`check_host_names`](Self::check_host_names)).
+    pub fn checks_host_names(&self) -> bool {
+        self.context.check_host_names
+    }
 }
 
 fn tls_error(e: impl std::fmt::Display) -> HandshakeError {
@@ -202,7 +313,7 @@ fn tls_error(e: impl std::fmt::Display) -> HandshakeError {
 }
 
 /// Runs the TLS handshake on `sock` by `deadline`, as the server or the client, with the
-/// peer whose name service host is `peer_host`.
+/// peer whose name service host is `peer_host` (checked if the setup checks host names).
 ///
 /// # Errors
 ///
@@ -215,14 +326,27 @@ pub(crate) fn establish(
     sock: TcpStream,
     deadline: Instant,
 ) -> Result<TlsStream, HandshakeError> {
-    let name = ServerName::try_from(peer_host.to_owned())
-        .map_err(|e| tls_error(format!("the peer's host name {peer_host:?}: {e}")))?;
+    let name = match ServerName::try_from(peer_host.to_owned()) {
+        Ok(name) => name,
+        Err(e) if ctx.check_host_names => {
+            return Err(tls_error(format!(
+                "the peer's host name {peer_host:?}: {e}"
+            )));
+        }
+        // Only sent (SNI), never checked: any valid name does.
+        Err(_) => ServerName::try_from("interconnect").map_err(tls_error)?,
+    };
     let mut conn: Connection = if server {
         ServerConnection::new(ctx.server.clone())
             .map_err(tls_error)?
             .into()
     } else {
-        ClientConnection::new(ctx.client.clone(), name.clone())
+        let config = if ctx.check_host_names {
+            &ctx.client_named
+        } else {
+            &ctx.client
+        };
+        ClientConnection::new(config.clone(), name.clone())
             .map_err(tls_error)?
             .into()
     };
@@ -246,7 +370,7 @@ pub(crate) fn establish(
             });
         }
     }
-    if server {
+    if server && ctx.check_host_names {
         // The client's certificate chains to the CA (rustls checked); it must also be
         // the peer's.
         let cert = conn

@@ -51,7 +51,9 @@ pub(super) fn new_session_gate(
 /// becomes the last one seen): an established session ends (the peer restarted; its
 /// queued events stay for the new one), and the handshake gets the next token. With
 /// `seen` (whether the session was established, its id, and the id already promised to
-/// the peer), the session must be as it was seen, and an ended one gets the promised id.
+/// the peer), the session must be as it was seen, or have ended meanwhile with nothing
+/// else taking it (the peer closed its old connection as soon as its side of this
+/// handshake was done, as YDB's peer may); an ended one gets the promised id.
 pub(super) fn claim_new(
     node: &Arc<NodeShared>,
     s: &Arc<Session>,
@@ -60,8 +62,21 @@ pub(super) fn claim_new(
 ) -> Result<(u64, ActorId, Fallout), HandshakeError> {
     let mut st = s.state.lock();
     new_session_gate(node, s, &st, (peer_session, program), seen.is_some())?;
+    let mut ended_meanwhile = false;
     if let Some((established, self_id, _)) = seen {
-        if st.established != established || st.self_id != self_id {
+        // The session we saw ended meanwhile, and nothing else took it: the peer closed
+        // its old connection once its side of this handshake was done (YDB's peer does:
+        // its node ended the old session when it accepted the request). The new session
+        // takes it, with the id promised (our own connects gave way while it was proven).
+        ended_meanwhile = established
+            && !st.established
+            && st.accepting.is_none()
+            && st.connecting.is_none()
+            && !matches!(
+                st.conn,
+                crate::interconnect::session::Conn::Connected { .. }
+            );
+        if !ended_meanwhile && (st.established != established || st.self_id != self_id) {
             return Err(HandshakeError::Simultaneous);
         }
     }
@@ -73,6 +88,9 @@ pub(super) fn claim_new(
         }
         f
     } else {
+        if let (true, Some((_, _, promised))) = (ended_meanwhile, seen) {
+            st.self_id = promised;
+        }
         Fallout::default()
     };
     st.attempts += 1;
@@ -143,19 +161,20 @@ impl Drop for Proving<'_> {
     }
 }
 
+/// A resume of the session named by `hello` (with a secret, `ni` is the nonce of the
+/// peer's admission frame, which starts the challenge).
 pub(super) fn accept_resume(
     node: &Arc<NodeShared>,
     s: &Arc<Session>,
     c: &mut Conn,
     hello: &InitialPacket,
+    ni: Option<Vec<u8>>,
 ) -> Result<(), HandshakeError> {
     let secret = node.secret();
-    let ni = match secret {
-        Some(_) => Some(challenge::nonce_of(
-            challenge::parse(&c.read_exblock()?)?.0,
-        )?),
-        None => None,
-    };
+    if secret.is_some() && ni.is_none() {
+        // With a secret the admission frame's nonce starts the challenge: none, no resume.
+        return Err(HandshakeError::BadSecret);
+    }
     // YDB's order (the session is taken, then the reply goes out) unless the peer must
     // prove itself first: with a secret (our nonce) or TLS (its certificate), the session
     // is only looked at until then.

@@ -120,7 +120,7 @@ fn a_resume_that_lost_its_session_to_a_newer_resume_is_not_installed() {
                 stream,
                 deadline: Instant::now() + PATIENCE,
             };
-            accept_resume(&node, &s, &mut c, &hello)
+            accept_resume(&node, &s, &mut c, &hello, None)
         })
     };
 

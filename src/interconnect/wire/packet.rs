@@ -29,8 +29,8 @@ use super::{crc32c_extend, le_u16, le_u32, le_u64};
 /// The checksum covers the header (its checksum field zeroed) and the payload, by the
 /// [`PacketChecksum`] the session negotiated: CRC32C ([`encode`](Self::encode),
 /// [`decode`](Self::decode)), or XXH3 when the handshake set `UseXxhash`
-/// ([`encode_with`](Self::encode_with), [`decode_with`](Self::decode_with)). With TLS YDB
-/// writes 0 and checks nothing. XDC bytes sent on a second socket are not covered.
+/// ([`encode_with`](Self::encode_with), [`decode_with`](Self::decode_with)). With TLS the
+/// field is 0 and nothing is checked ([`PacketChecksum::Tls`], YDB's rule). XDC bytes sent on a second socket are not covered.
 ///
 /// # Examples
 ///
@@ -85,6 +85,7 @@ pub struct Packet {
 /// |---|---|
 /// | [`Crc32c`](Self::Crc32c) (`UseXxhash` false or absent) | CRC32C of those bytes |
 /// | [`Xxh3`](Self::Xxh3) (`UseXxhash` true) | the low 32 bits of XXH3-64 (seed 0) of those bytes |
+/// | [`Tls`](Self::Tls) (the session runs TLS, either way) | 0, and not checked |
 ///
 /// # Examples
 ///
@@ -107,6 +108,9 @@ pub enum PacketChecksum {
     /// XXH3-64 with seed 0, truncated to its low 32 bits (YDB's `UseXxhash` mode: the
     /// digest is stored in a 32-bit field).
     Xxh3,
+    /// A session under TLS, whatever the handshake chose (YDB's rule: TLS guards the
+    /// bytes): the sender writes 0 and the receiver checks nothing.
+    Tls,
 }
 
 impl PacketChecksum {
@@ -145,6 +149,7 @@ impl PacketChecksum {
                 h.write(payload);
                 h.finish() as u32
             }
+            PacketChecksum::Tls => 0,
         }
     }
 }
@@ -158,6 +163,7 @@ impl PacketChecksum {
         match self {
             PacketChecksum::Crc32c => crc32c_extend(0, bytes),
             PacketChecksum::Xxh3 => twox_hash::XxHash3_64::oneshot(bytes) as u32,
+            PacketChecksum::Tls => 0,
         }
     }
 }
@@ -382,7 +388,7 @@ impl Packet {
         need(bytes, total)?;
         let payload = &bytes[Self::HEADER_LEN..total];
         let actual = mode.compute(confirm, serial, payload);
-        if expected != actual {
+        if expected != actual && mode != PacketChecksum::Tls {
             return Err(WireError::BadChecksum { expected, actual });
         }
         let packet = Packet {

@@ -293,6 +293,24 @@ mod packet {
         }
     }
 
+    /// YDB's rule under TLS: the field is 0 and a receiver checks nothing.
+    #[test]
+    fn under_tls_the_checksum_field_is_zero_and_not_checked() {
+        let p = Packet::data(3, 7, b"parts".to_vec());
+        let bytes = p.encode_with(PacketChecksum::Tls).unwrap();
+        assert_eq!(&bytes[16..20], &[0; 4]);
+        assert_eq!(
+            Packet::decode_with(&bytes, PacketChecksum::Tls),
+            Ok((p.clone(), bytes.len()))
+        );
+        let crc = p.encode();
+        assert_eq!(
+            Packet::decode_with(&crc, PacketChecksum::Tls),
+            Ok((p, crc.len()))
+        );
+        assert!(Packet::decode(&bytes).is_err());
+    }
+
     #[test]
     fn every_bit_is_covered() {
         let bytes = Packet::data(5, 6, b"xyz".to_vec()).encode();

@@ -94,6 +94,7 @@ fn timers_too_long_for_an_instant_mean_never_and_the_session_works() {
             .dead_peer_timeout(Duration::MAX)
             .lost_connection_timeout(Duration::MAX)
             .handshake_timeout(Duration::MAX)
+            .close_linger(Duration::MAX)
     };
     let nodes = cluster(&env, &[1, 2], forever);
     let (tx, rx) = channel();
@@ -102,5 +103,38 @@ fn timers_too_long_for_an_instant_mean_never_and_the_session_works() {
         nodes[0].system.send(sink, Ping(i));
     }
     take(&rx, 10);
+    w.stop_then_join().unwrap();
+}
+
+/// Zero is accepted by every timer of the setup: a ping period, a dead-peer or handshake
+/// timeout of zero is taken as its floor (1 ms), a zero lost-connection timeout ends a
+/// session as soon as its connection is lost, a zero linger closes at once; nothing panics,
+/// and a session whose peer answers at once still carries events.
+#[test]
+fn zero_timers_are_accepted_and_the_session_works() {
+    use agentbox::interconnect::InterconnectSetup;
+    let w = WrappedEnv::new(|_| {}).unwrap();
+    let env = w.environment().clone();
+    let zero = |_, s: InterconnectSetup| {
+        s.ping_period(Duration::ZERO)
+            .lost_connection_timeout(Duration::ZERO)
+            .close_linger(Duration::ZERO)
+    };
+    let nodes = cluster(&env, &[1, 2], zero);
+    let (tx, rx) = channel();
+    let sink = nodes[1].system.register(recorder(tx)).unwrap();
+    for i in 0..10 {
+        nodes[0].system.send(sink, Ping(i));
+    }
+    take(&rx, 10);
+    w.stop_then_join().unwrap();
+    // Timeouts of zero that end sessions or handshakes at once: the node starts and stops.
+    let w = WrappedEnv::new(|_| {}).unwrap();
+    let env = w.environment().clone();
+    let _nodes = cluster(&env, &[1, 2], |_, s: InterconnectSetup| {
+        s.dead_peer_timeout(Duration::ZERO)
+            .handshake_timeout(Duration::ZERO)
+    });
+    std::thread::sleep(Duration::from_millis(50));
     w.stop_then_join().unwrap();
 }

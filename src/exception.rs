@@ -106,7 +106,8 @@ pub(crate) fn react(agent: &AgentArc, failure: Failure, during: &str) {
     let text = format!(
         "agent {}{} failed in {during}: {failure}; reaction: {reaction:?}",
         core.id.0,
-        crate::agent::name_of(core.id)
+        env.as_ref()
+            .and_then(|e| e.0.names.get(core.id))
             .map(|n| format!(" ({n})"))
             .unwrap_or_default()
     );

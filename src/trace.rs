@@ -105,9 +105,11 @@ pub enum TraceEvent {
 pub struct TraceRecord<'a> {
     /// What happened.
     pub event: TraceEvent,
-    /// The agent concerned (its name, if it has one, is shown by the record's `Display`
-    /// and by [`TracingTracer`] as `agent_name`).
+    /// The agent concerned.
     pub agent: Option<AgentId>,
+    /// The agent's name, if it has one (`Context::set_name`), from its environment; shown
+    /// by the record's `Display` and by [`TracingTracer`] as `agent_name`.
+    pub agent_name: Option<&'a str>,
     /// The mbox the message came through.
     pub mbox: Option<MboxId>,
     /// The message's type.
@@ -121,6 +123,7 @@ impl<'a> TraceRecord<'a> {
         TraceRecord {
             event,
             agent: None,
+            agent_name: None,
             mbox: None,
             msg_type: None,
             state: None,
@@ -149,8 +152,7 @@ impl fmt::Display for TraceRecord<'_> {
         write!(f, "{:?}", self.event)?;
         if let Some(a) = self.agent {
             write!(f, " {a}")?;
-            // The agent's name, if it has one (`Context::set_name`).
-            if let Some(name) = crate::agent::name_of(a) {
+            if let Some(name) = self.agent_name {
                 write!(f, " ({name})")?;
             }
         }
@@ -209,7 +211,7 @@ impl Tracer for TracingTracer {
             tracing::Level::TRACE,
             event = ?r.event,
             agent = r.agent.map(|a| a.as_u64()),
-            agent_name = r.agent.and_then(crate::agent::name_of).as_deref(),
+            agent_name = r.agent_name,
             mbox = r.mbox.map(|m| m.as_u64()),
             msg_type = r.msg_type.map(|t| t.name()),
             state = r.state,
@@ -221,16 +223,23 @@ impl Tracer for TracingTracer {
 pub(crate) struct TraceHub {
     tracer: Arc<dyn Tracer>,
     filter: RwLock<Option<TraceFilter>>,
+    /// The environment's agent names, for the records' `agent_name`.
+    names: Arc<crate::agent::AgentNames>,
 }
 
 /// Where agents and mboxes keep their environment's tracer: `None` when tracing is off.
 pub(crate) type Trace = Option<Arc<TraceHub>>;
 
 impl TraceHub {
-    pub(crate) fn new(tracer: Arc<dyn Tracer>, filter: Option<TraceFilter>) -> Self {
+    pub(crate) fn new(
+        tracer: Arc<dyn Tracer>,
+        filter: Option<TraceFilter>,
+        names: Arc<crate::agent::AgentNames>,
+    ) -> Self {
         TraceHub {
             tracer,
             filter: RwLock::new(filter),
+            names,
         }
     }
 
@@ -241,6 +250,11 @@ impl TraceHub {
     #[cold]
     #[inline(never)]
     pub(crate) fn emit(&self, record: TraceRecord<'_>) {
+        let name = record.agent.and_then(|a| self.names.get(a));
+        let record = TraceRecord {
+            agent_name: name.as_deref(),
+            ..record
+        };
         // The filter is user code: called with the lock released (it may replace itself).
         let filter = self.filter.read_recursive().clone();
         let keep = filter.is_none_or(|f| (f.0)(&record));

@@ -254,3 +254,67 @@ fn an_mpmc_mbox_with_only_a_filter_for_a_type_traces_no_subscribers() {
     });
     assert_eq!(collect.events_for("u16"), [TraceEvent::NoSubscribers]);
 }
+
+/// An agent's name is its environment's (each environment keeps its own), shown in the
+/// trace records about the agent while it lives, and forgotten once it has finished: a
+/// message sent to its direct mbox afterwards is traced without the name.
+#[test]
+fn records_carry_the_agent_s_name_until_it_has_finished() {
+    #[derive(Default)]
+    struct Names(Mutex<Vec<(TraceEvent, Option<String>)>>);
+    impl Tracer for Names {
+        fn trace(&self, r: &TraceRecord<'_>) {
+            if r.msg_type.is_some_and(|t| t.name().ends_with("Knock")) {
+                self.0
+                    .lock()
+                    .push((r.event, r.agent_name.map(str::to_owned)));
+            }
+        }
+    }
+    struct Knock;
+    struct Named(&'static str);
+    impl Agent for Named {
+        fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+            ctx.set_name(self.0).unwrap();
+            ctx.subscribe_self()
+                .event(|_: &mut Self, ctx, _: &Knock| ctx.deregister_coop(DeregReason::Normal))?;
+            Ok(())
+        }
+    }
+    let run = |name: &'static str| {
+        let names = Arc::new(Names::default());
+        let tracer = names.clone();
+        within_patience(move || {
+            let params = EnvParams::new().message_tracer(tracer);
+            let kept = Arc::new(Mutex::new(None));
+            let k = kept.clone();
+            Environment::launch_with(params, move |env| {
+                let me = env
+                    .introduce_coop(|coop| coop.add_agent(Named(name)))
+                    .unwrap();
+                send(&me, Knock).unwrap();
+                *k.lock() = Some(me);
+            })
+            .unwrap();
+            // Finished: a message to it now is traced without the name.
+            let me = kept.lock().take().unwrap();
+            let _ = send(&me, Knock);
+        });
+        let got = names.0.lock().clone();
+        got
+    };
+    let (a, b) = std::thread::scope(|s| {
+        let a = s.spawn(|| run("alpha"));
+        let b = s.spawn(|| run("beta"));
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    for (got, name) in [(a, "alpha"), (b, "beta")] {
+        let called = got
+            .iter()
+            .find(|(e, _)| *e == TraceEvent::HandlerCalled)
+            .unwrap_or_else(|| panic!("{got:?}"));
+        assert_eq!(called.1.as_deref(), Some(name), "{got:?}");
+        let (_, late) = got.last().unwrap();
+        assert_eq!(late, &None, "after it finished: {got:?}");
+    }
+}

@@ -190,6 +190,13 @@ pub struct Context<A: Agent> {
     limits: Option<Box<Declared>>,
 }
 
+impl<A: Agent> Drop for Context<A> {
+    /// The agent has finished (or never started): its name goes.
+    fn drop(&mut self) {
+        self.env.0.names.forget(self.id);
+    }
+}
+
 impl<A: Agent> std::fmt::Debug for Context<A> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Context")
@@ -241,7 +248,9 @@ impl<A: Agent> Context<A> {
     /// error logger's lines about it and readable by anyone holding its
     /// [`AgentRef`](crate::AgentRef) ([`AgentRef::name`](crate::AgentRef::name)). Names are
     /// free text and need not be unique. Call it in `define` to have the name from
-    /// registration on.
+    /// registration on. The name is kept by the agent's environment (each environment
+    /// has its own table) until the agent has finished: after its `on_finish`,
+    /// [`AgentRef::name`](crate::AgentRef::name) returns `None`.
     ///
     /// # Errors
     ///
@@ -270,7 +279,7 @@ impl<A: Agent> Context<A> {
     /// .unwrap();
     /// ```
     pub fn set_name(&mut self, name: impl Into<String>) -> Result<(), super::AgentNameError> {
-        super::name::set(self.id, name.into())
+        self.env.0.names.set(self.id, name.into())
     }
 
     /// The agent's coop; `None` before registration.

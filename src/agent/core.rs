@@ -265,7 +265,6 @@ impl Drop for AgentCore {
     /// Messages that waited for a binding that never came (the registration failed) are
     /// counted as dropped: their receiver is gone without having started.
     fn drop(&mut self) {
-        super::name::forget(self.id);
         if self.unbound.get_mut().pending.is_empty() {
             return;
         }
@@ -337,7 +336,7 @@ impl AgentRef {
     /// The agent's name, if it was given one
     /// ([`Context::set_name`](crate::Context::set_name)).
     pub fn name(&self) -> Option<Arc<str>> {
-        super::name::get(self.0.id)
+        self.0.env.upgrade()?.0.names.get(self.0.id)
     }
 
     /// Queues a message from mbox `mbox` for this agent. Custom mboxes call this for each

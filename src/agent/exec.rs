@@ -367,7 +367,7 @@ impl<A: Agent> Inner<A> {
         let env = &self.ctx.env;
         let key = (DropReason::NoHandler, std::any::type_name::<A>(), ty.name());
         env.0.drops.note(env, key, || {
-            let name = super::name::get(self.ctx.id);
+            let name = env.0.names.get(self.ctx.id);
             format!(
                 "{}{} of type {} dropped a message of type {}: no handler in its \
                  current state `{}` nor in its parents. A subscription made in the default \

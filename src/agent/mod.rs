@@ -35,8 +35,8 @@ use thiserror::Error;
 pub use self::core::AgentRef;
 pub(crate) use self::core::{activate, direct_deliver, AgentArc, AgentCore, AgentWeak, ExecBox};
 pub use context::{Context, ThreadSafeContext};
-pub(crate) use name::get as name_of;
 pub use name::AgentNameError;
+pub(crate) use name::AgentNames;
 pub use state::{History, State, StateError, MAX_STATE_NESTING};
 pub use subscribe::SubscriptionBuilder;
 

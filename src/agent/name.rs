@@ -1,10 +1,11 @@
 //! Agents' optional names (SObjectizer's `so_agent_name`): [`Context::set_name`] and
 //! [`AgentRef::name`](crate::AgentRef::name).
 //!
-//! The names live in one table of the process, by agent id (ids are never reused), not in
-//! the agents: most agents have no name, and an agent's core has a byte budget (see
-//! `size_budget` in `agent/mod.rs`). A name is forgotten when the agent's core is dropped;
-//! with no named agent alive, reading or forgetting a name is one relaxed atomic load.
+//! The names live in a table of the agent's environment (no process-wide table: many
+//! environments run side by side), by agent id, not in the agents: most agents have no
+//! name, and an agent's core has a byte budget (see `size_budget` in `agent/mod.rs`). A
+//! name is forgotten when the agent has finished (its context is dropped); with no named
+//! agent alive, reading or forgetting a name is one relaxed atomic load.
 //!
 //! [`Context::set_name`]: crate::Context::set_name
 
@@ -29,44 +30,59 @@ pub enum AgentNameError {
     },
 }
 
-/// How many entries [`NAMES`] holds (read without its lock).
-static NAMED: AtomicUsize = AtomicUsize::new(0);
-static NAMES: Mutex<BTreeMap<u64, Arc<str>>> = Mutex::new(BTreeMap::new());
-
-/// Names agent `id` (once).
-pub(crate) fn set(id: AgentId, name: String) -> Result<(), AgentNameError> {
-    let mut names = NAMES.lock();
-    if let Some(old) = names.get(&id.0) {
-        return Err(AgentNameError::AlreadyNamed {
-            name: old.to_string(),
-        });
-    }
-    names.insert(id.0, Arc::from(name));
-    NAMED.store(names.len(), Ordering::Relaxed);
-    Ok(())
+/// The names of one environment's agents, by agent id (ids are never reused). Most
+/// agents have no name: with none named, reading or forgetting one is a relaxed load.
+#[derive(Default)]
+pub(crate) struct AgentNames {
+    /// How many entries `names` holds (read without its lock).
+    named: AtomicUsize,
+    names: Mutex<BTreeMap<u64, Arc<str>>>,
 }
 
-/// Agent `id`'s name, if it has one.
-pub(crate) fn get(id: AgentId) -> Option<Arc<str>> {
-    if NAMED.load(Ordering::Relaxed) == 0 {
-        return None;
+impl AgentNames {
+    /// Names agent `id` (once).
+    pub(crate) fn set(&self, id: AgentId, name: String) -> Result<(), AgentNameError> {
+        let mut names = self.names.lock();
+        if let Some(old) = names.get(&id.0) {
+            return Err(AgentNameError::AlreadyNamed {
+                name: old.to_string(),
+            });
+        }
+        names.insert(id.0, Arc::from(name));
+        self.named.store(names.len(), Ordering::Relaxed);
+        Ok(())
     }
-    NAMES.lock().get(&id.0).cloned()
+
+    /// Agent `id`'s name, if it has one.
+    pub(crate) fn get(&self, id: AgentId) -> Option<Arc<str>> {
+        if self.named.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        self.names.lock().get(&id.0).cloned()
+    }
+
+    /// Forgets agent `id`'s name (it has finished).
+    #[inline]
+    pub(crate) fn forget(&self, id: AgentId) {
+        if self.named.load(Ordering::Relaxed) != 0 {
+            self.forget_slow(id);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn forget_slow(&self, id: AgentId) {
+        let mut names = self.names.lock();
+        if names.remove(&id.0).is_some() {
+            self.named.store(names.len(), Ordering::Relaxed);
+        }
+    }
 }
 
-/// Forgets agent `id`'s name (its core is being dropped).
-#[inline]
-pub(crate) fn forget(id: AgentId) {
-    if NAMED.load(Ordering::Relaxed) != 0 {
-        forget_slow(id);
-    }
-}
-
-#[cold]
-#[inline(never)]
-fn forget_slow(id: AgentId) {
-    let mut names = NAMES.lock();
-    if names.remove(&id.0).is_some() {
-        NAMED.store(names.len(), Ordering::Relaxed);
+impl std::fmt::Debug for AgentNames {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentNames")
+            .field("named", &self.named.load(Ordering::Relaxed))
+            .finish()
     }
 }

@@ -202,7 +202,7 @@ impl Environment {
                             type_name: Some((a.shown.type_name)()),
                             #[cfg(not(feature = "monitor"))]
                             type_name: None,
-                            name: crate::agent::name_of(a.id).map(|n| n.to_string()),
+                            name: self.0.names.get(a.id).map(|n| n.to_string()),
                             #[cfg(feature = "monitor")]
                             state: Some(a.shown.state_name()),
                             #[cfg(not(feature = "monitor"))]

@@ -110,6 +110,8 @@ pub(crate) struct EnvInner {
     named: Arc<NamedRegistry>,
     introduced: Introduced,
     pub(crate) drops: Arc<DropCounters>,
+    /// The names of its agents (`Context::set_name`).
+    pub(crate) names: Arc<crate::agent::AgentNames>,
     default_disp: Mutex<Option<DispatcherHandle>>,
     final_tx: Sender<FinalCmd>,
     reaction: ExceptionReaction,
@@ -174,9 +176,10 @@ impl Environment {
             .name("agentbox-default")
             .build()?;
         let (final_tx, final_rx) = crossbeam_channel::unbounded();
+        let names = Arc::new(crate::agent::AgentNames::default());
         let trace: Trace = params
             .tracer
-            .map(|t| Arc::new(TraceHub::new(t, params.trace_filter)));
+            .map(|t| Arc::new(TraceHub::new(t, params.trace_filter, names.clone())));
         let drops = Arc::new(DropCounters::new(params.log_drops));
         let env = Environment(Arc::new_cyclic(|weak| {
             let weak = WeakEnv(weak.clone());
@@ -187,6 +190,7 @@ impl Environment {
                 named: Arc::new(NamedRegistry::default()),
                 introduced: Introduced::default(),
                 drops: drops.clone(),
+                names,
                 default_disp: Mutex::new(Some(default)),
                 final_tx,
                 reaction: params.exception_reaction,

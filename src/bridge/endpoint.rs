@@ -11,7 +11,7 @@ use crate::actors::{
 };
 use crate::actors::{Delivery, SystemInner};
 use crate::mbox::{
-    DeliveryFilter, DeliveryMode, Mbox, MboxId, MboxImpl, MboxKind, SendError, Sink, SubscribeError,
+    DeliveryMode, Mbox, MboxId, MboxImpl, MboxKind, SendError, Sink, SubscribeError,
 };
 use crate::message::{Message, MessageType, RedirectionDepth};
 use crate::request::{RemoteReply, ReplyError, Request};
@@ -486,8 +486,6 @@ impl MboxImpl for EndpointMbox {
         })
     }
 
-    fn unsubscribe(&self, _: MessageType, _: &Sink) {}
-
     fn deliver(
         &self,
         msg: Message,
@@ -541,17 +539,6 @@ impl MboxImpl for EndpointMbox {
         }
         Ok(())
     }
-
-    fn set_delivery_filter(
-        &self,
-        _: MessageType,
-        _: DeliveryFilter,
-        _: &Sink,
-    ) -> Result<(), SubscribeError> {
-        Err(SubscribeError::FiltersUnsupported { mbox: self.name() })
-    }
-
-    fn drop_delivery_filter(&self, _: MessageType, _: &Sink) {}
 
     fn name(&self) -> String {
         format!("endpoint({})", self.mbox.name())

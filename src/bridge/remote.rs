@@ -12,7 +12,7 @@ use crate::actors::{
 };
 use crate::actors::{DeadLetterReason, Delivery};
 use crate::mbox::{
-    DeliveryFilter, DeliveryMode, Mbox, MboxId, MboxImpl, MboxKind, SendError, Sink, SubscribeError,
+    DeliveryMode, Mbox, MboxId, MboxImpl, MboxKind, SendError, Sink, SubscribeError,
 };
 use crate::message::{Message, MessageType, RedirectionDepth};
 use crate::request::{ReplyHandle, Request, RequestError};
@@ -340,8 +340,6 @@ impl MboxImpl for Target {
         })
     }
 
-    fn unsubscribe(&self, _: MessageType, _: &Sink) {}
-
     fn deliver(
         &self,
         msg: Message,
@@ -354,17 +352,6 @@ impl MboxImpl for Target {
             Err(_) => Err(self.refused(&msg, "its type is not named for this remote mbox")),
         }
     }
-
-    fn set_delivery_filter(
-        &self,
-        _: MessageType,
-        _: DeliveryFilter,
-        _: &Sink,
-    ) -> Result<(), SubscribeError> {
-        Err(SubscribeError::FiltersUnsupported { mbox: self.name() })
-    }
-
-    fn drop_delivery_filter(&self, _: MessageType, _: &Sink) {}
 
     fn name(&self) -> String {
         format!("remote:{}", self.target)
@@ -407,8 +394,6 @@ impl MboxImpl for ExpiryRelay {
         })
     }
 
-    fn unsubscribe(&self, _: MessageType, _: &Sink) {}
-
     fn deliver(&self, msg: Message, _: RedirectionDepth, _: DeliveryMode) -> Result<(), SendError> {
         // A timer's message travels in its envelope (revealed unless cancelled).
         if msg.handler_payload::<Expired>().is_some() {
@@ -418,17 +403,6 @@ impl MboxImpl for ExpiryRelay {
         }
         Ok(())
     }
-
-    fn set_delivery_filter(
-        &self,
-        _: MessageType,
-        _: DeliveryFilter,
-        _: &Sink,
-    ) -> Result<(), SubscribeError> {
-        Err(SubscribeError::FiltersUnsupported { mbox: self.name() })
-    }
-
-    fn drop_delivery_filter(&self, _: MessageType, _: &Sink) {}
 
     fn name(&self) -> String {
         "remote-reply-deadline".to_owned()
@@ -517,8 +491,6 @@ impl<Rep: Event> MboxImpl for ReplyEndpoint<Rep> {
         })
     }
 
-    fn unsubscribe(&self, _: MessageType, _: &Sink) {}
-
     fn deliver(&self, msg: Message, _: RedirectionDepth, _: DeliveryMode) -> Result<(), SendError> {
         let Some((mut h, counted)) = Delivery::take_for_endpoint(&msg) else {
             return Ok(());
@@ -566,17 +538,6 @@ impl<Rep: Event> MboxImpl for ReplyEndpoint<Rep> {
         }
         Ok(())
     }
-
-    fn set_delivery_filter(
-        &self,
-        _: MessageType,
-        _: DeliveryFilter,
-        _: &Sink,
-    ) -> Result<(), SubscribeError> {
-        Err(SubscribeError::FiltersUnsupported { mbox: self.name() })
-    }
-
-    fn drop_delivery_filter(&self, _: MessageType, _: &Sink) {}
 
     fn name(&self) -> String {
         "remote-reply".to_owned()

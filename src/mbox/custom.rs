@@ -97,13 +97,22 @@ pub trait MboxImpl: Send + Sync + 'static {
     /// `subscriber` (an agent, or a sink bound by a binding) wants messages of type `ty`
     /// from this mbox.
     ///
+    /// The default refuses every subscription ([`SubscribeError::NotSubscribable`]): for a
+    /// mbox that only forwards what it is sent (a remote or send-only mbox).
+    ///
     /// # Errors
     ///
     /// Whatever the mbox refuses, e.g. [`SubscribeError::SubscriberTaken`].
-    fn subscribe(&self, ty: MessageType, subscriber: &Sink) -> Result<(), SubscribeError>;
+    fn subscribe(&self, ty: MessageType, subscriber: &Sink) -> Result<(), SubscribeError> {
+        let _ = (ty, subscriber);
+        Err(SubscribeError::NotSubscribable { mbox: self.name() })
+    }
 
     /// `subscriber` no longer wants messages of type `ty` (its filter, if any, stays).
-    fn unsubscribe(&self, ty: MessageType, subscriber: &Sink);
+    /// The default does nothing (nothing was subscribed).
+    fn unsubscribe(&self, ty: MessageType, subscriber: &Sink) {
+        let _ = (ty, subscriber);
+    }
 
     /// Delivers one message that has been redirected `depth` times so far, in `mode`.
     ///
@@ -117,7 +126,8 @@ pub trait MboxImpl: Send + Sync + 'static {
         mode: DeliveryMode,
     ) -> Result<(), SendError>;
 
-    /// Sets or replaces `subscriber`'s filter for type `ty`.
+    /// Sets or replaces `subscriber`'s filter for type `ty`. The default refuses
+    /// ([`SubscribeError::FiltersUnsupported`]).
     ///
     /// # Errors
     ///
@@ -127,10 +137,15 @@ pub trait MboxImpl: Send + Sync + 'static {
         ty: MessageType,
         filter: DeliveryFilter,
         subscriber: &Sink,
-    ) -> Result<(), SubscribeError>;
+    ) -> Result<(), SubscribeError> {
+        let _ = (ty, filter, subscriber);
+        Err(SubscribeError::FiltersUnsupported { mbox: self.name() })
+    }
 
-    /// Removes `subscriber`'s filter for type `ty`, if any.
-    fn drop_delivery_filter(&self, ty: MessageType, subscriber: &Sink);
+    /// Removes `subscriber`'s filter for type `ty`, if any. The default does nothing.
+    fn drop_delivery_filter(&self, ty: MessageType, subscriber: &Sink) {
+        let _ = (ty, subscriber);
+    }
 
     /// A name for diagnostics.
     fn name(&self) -> String;

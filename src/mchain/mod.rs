@@ -69,10 +69,8 @@ pub use receive::{receive, Handlers, ReceiveParams, ReceiveResult, ReceiveStatus
 pub use select::{receive_case, select, send_case, SelectCase, SelectParams, SelectResult};
 
 use crate::environment::{Environment, WeakEnv};
-use crate::mbox::{
-    DeliveryFilter, DeliveryMode, Mbox, MboxId, MboxImpl, MboxKind, SendError, Sink, SubscribeError,
-};
-use crate::message::{Message, MessageType, RedirectionDepth};
+use crate::mbox::{DeliveryMode, Mbox, MboxId, MboxImpl, MboxKind, SendError};
+use crate::message::{Message, RedirectionDepth};
 
 /// What a send to a full bounded chain does after any waiting.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
@@ -624,12 +622,6 @@ impl MboxImpl for Chain {
         MboxKind::SingleConsumer
     }
 
-    fn subscribe(&self, _ty: MessageType, _who: &Sink) -> Result<(), SubscribeError> {
-        Err(SubscribeError::NotSubscribable { mbox: self.name() })
-    }
-
-    fn unsubscribe(&self, _ty: MessageType, _who: &Sink) {}
-
     fn deliver(
         &self,
         msg: Message,
@@ -638,17 +630,6 @@ impl MboxImpl for Chain {
     ) -> Result<(), SendError> {
         self.push(msg, mode)
     }
-
-    fn set_delivery_filter(
-        &self,
-        _ty: MessageType,
-        _filter: DeliveryFilter,
-        _who: &Sink,
-    ) -> Result<(), SubscribeError> {
-        Err(SubscribeError::FiltersUnsupported { mbox: self.name() })
-    }
-
-    fn drop_delivery_filter(&self, _ty: MessageType, _who: &Sink) {}
 
     fn name(&self) -> String {
         Chain::name(self)

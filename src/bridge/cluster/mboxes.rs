@@ -156,8 +156,6 @@ impl MboxImpl for ServiceMbox {
         })
     }
 
-    fn unsubscribe(&self, _: MessageType, _: &Sink) {}
-
     fn deliver(&self, msg: Message, _: RedirectionDepth, _: DeliveryMode) -> Result<(), SendError> {
         // A timer's message travels in its envelope (revealed unless cancelled).
         if let Some(r) = msg.handler_payload::<Resubscribe>() {
@@ -208,17 +206,6 @@ impl MboxImpl for ServiceMbox {
         }
         Ok(())
     }
-
-    fn set_delivery_filter(
-        &self,
-        _: MessageType,
-        _: DeliveryFilter,
-        _: &Sink,
-    ) -> Result<(), SubscribeError> {
-        Err(SubscribeError::FiltersUnsupported { mbox: self.name() })
-    }
-
-    fn drop_delivery_filter(&self, _: MessageType, _: &Sink) {}
 
     fn name(&self) -> String {
         match self.core.upgrade() {

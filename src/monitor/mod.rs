@@ -8,7 +8,8 @@
 //! nodes attached with [`Monitor::add_node`] (sessions: peer, connected, RTT, bytes and
 //! events in and out, unconfirmed packets, resends, reconnects, last error; refused
 //! handshakes). The page polls `/api/all` once a second and draws the messages handled per
-//! second and the demands waiting over the last minute.
+//! second and the demands waiting over the last minute. `/metrics` serves the same figures
+//! in the Prometheus text format for the tools that scrape (see [Metrics](#metrics)).
 //!
 //! # Security
 //!
@@ -48,8 +49,9 @@
 //!
 //! # Endpoints
 //!
-//! Every endpoint answers `GET` with JSON (`application/json`); other paths answer 404,
-//! other methods 405. Figures that a part of the system does not keep are `null`.
+//! Every endpoint but `/` and `/metrics` answers `GET` with JSON (`application/json`);
+//! other paths answer 404, other methods 405. Figures that a part of the system does not
+//! keep are `null`.
 //!
 //! `GET /` — the page (one static HTML file with plain JavaScript, embedded in the binary).
 //!
@@ -155,6 +157,62 @@
 //! `GET /api/all` — every view above in one object (`environment`, `coops`, `dispatchers`,
 //! `systems`, `interconnect`, `history`): what the page polls.
 //!
+//! # Metrics
+//!
+//! `GET /metrics` — the figures above for the operations tools that scrape (Prometheus,
+//! VictoriaMetrics, the OpenTelemetry collector's Prometheus receiver), in the Prometheus
+//! text exposition format version 0.0.4, content type
+//! `text/plain; version=0.0.4; charset=utf-8`. Each family has its `# HELP` and
+//! `# TYPE`; label values escape `\`, `"` and line feeds; counters end in `_total`.
+//! Series are per drop reason, dispatcher, harmonized pool, attached system and session
+//! peer, never per agent or per message: the number of series follows the system's
+//! shape, not its traffic. A family with nothing to report (no harmonizer attached, say)
+//! has its HELP and TYPE and no series. Like the JSON, the metrics read counters kept
+//! anyway: a scrape costs the message path nothing.
+//!
+//! | metric | type | labels | what |
+//! |---|---|---|---|
+//! | `agentbox_uptime_seconds` | gauge | | seconds since the environment started |
+//! | `agentbox_coops` | gauge | | coops registered now |
+//! | `agentbox_agents` | gauge | | agents of those coops now |
+//! | `agentbox_named_mboxes` | gauge | | named mboxes now |
+//! | `agentbox_pending_timers` | gauge | | timers waiting to fire now |
+//! | `agentbox_dropped_messages_total` | counter | `reason` | messages `send` accepted and then dropped, one series per field of [`DropCounts`](crate::DropCounts) ([`by_reason`](crate::DropCounts::by_reason)) |
+//! | `agentbox_dispatcher_agents` | gauge | `kind`, `dispatcher` | agents bound to the dispatcher |
+//! | `agentbox_dispatcher_threads` | gauge | `kind`, `dispatcher` | its worker threads |
+//! | `agentbox_dispatcher_queued_demands` | gauge | `kind`, `dispatcher` | demands waiting in its queues (their sum: its agents' and coops' queues are not series of their own) |
+//! | `agentbox_dispatcher_handled_demands_total` | counter | `kind`, `dispatcher` | demands its threads ran (dispatchers with activity tracking only) |
+//! | `agentbox_harmonizer_iterations_total` | counter | `harmonizer` | steps the harmonizer ran (`harmonizer`: its attachment order, from 0) |
+//! | `agentbox_harmonizer_pool_state` | gauge | `harmonizer`, `pool`, `state` | 1 for the pool's state at the last step, 0 for the others; `state` is `balanced`, `needy`, `hoggish` or `starved` |
+//! | `agentbox_harmonizer_pool_threads` | gauge | `harmonizer`, `pool` | the pool's thread count at the last step |
+//! | `agentbox_ydb_dead_letters_total` | counter | `node` | dead letters of the attached system since it started |
+//! | `agentbox_ydb_dead_letters_by_reason_total` | counter | `node`, `reason` | its dead letters since it was attached, by reason (`ActorUnknown`, …) |
+//! | `agentbox_ydb_pool_threads` | gauge | `node`, `pool` | threads of the system's pool |
+//! | `agentbox_ydb_pool_actors` | gauge | `node`, `pool` | actors in the pool now |
+//! | `agentbox_ydb_pool_handled_events_total` | counter | `node`, `pool` | events the pool handled |
+//! | `agentbox_ydb_pool_queue_length` | gauge | `node`, `pool` | events waiting in the pool now |
+//! | `agentbox_interconnect_session_connected` | gauge | `node`, `peer` | 1 while the session with `peer` has a connection up |
+//! | `agentbox_interconnect_rtt_seconds` | gauge | `node`, `peer` | the last round-trip time a ping measured (once one came back) |
+//! | `agentbox_interconnect_sent_bytes_total` | counter | `node`, `peer` | bytes written to the session's sockets |
+//! | `agentbox_interconnect_received_bytes_total` | counter | `node`, `peer` | bytes read from them |
+//! | `agentbox_interconnect_sent_events_total` | counter | `node`, `peer` | events sent (once each, resends not counted) |
+//! | `agentbox_interconnect_received_events_total` | counter | `node`, `peer` | events received and handed to the local system |
+//! | `agentbox_interconnect_resent_packets_total` | counter | `node`, `peer` | data packets sent again after a reconnect |
+//! | `agentbox_interconnect_reconnects_total` | counter | `node`, `peer` | connections made after a session's first (resumes) |
+//! | `agentbox_interconnect_refused_events_total` | counter | `node`, `peer` | events refused because the session held its limit |
+//! | `agentbox_interconnect_queued_events` | gauge | `node`, `peer` | events waiting to leave now |
+//! | `agentbox_interconnect_unconfirmed_packets` | gauge | `node`, `peer` | data packets sent and not yet confirmed |
+//!
+//! The interconnect's families are there with the feature `interconnect` (on by default);
+//! `node` is the attached node's id, `peer` the other side's.
+//!
+//! ```text
+//! # HELP agentbox_dropped_messages_total Messages accepted by send and then dropped, by reason, since the environment started.
+//! # TYPE agentbox_dropped_messages_total counter
+//! agentbox_dropped_messages_total{reason="no_subscribers"} 3
+//! agentbox_dropped_messages_total{reason="filtered"} 0
+//! ```
+//!
 //! # Examples
 //!
 //! ```
@@ -184,6 +242,7 @@
 
 mod elastic_view;
 mod http;
+mod metrics;
 mod server;
 mod sink;
 mod view;

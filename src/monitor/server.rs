@@ -15,7 +15,7 @@ use serde::Serialize;
 use super::view::{
     CoopsView, DispatchersView, EnvView, InterconnectView, NodeView, SystemView, SystemsView,
 };
-use super::{http, Shared};
+use super::{http, metrics, Shared};
 use crate::environment::{Environment, WeakEnv};
 use crate::harmonizer::HarmonizerStats;
 
@@ -225,6 +225,13 @@ fn answer(head: &http::Head, ctx: &Ctx) -> http::Answer {
         "/api/systems" => json(&systems(shared)),
         "/api/interconnect" => json(&interconnect(shared)),
         "/api/history" => json(&*ctx.history.lock()),
+        "/metrics" => {
+            return http::Answer {
+                status: 200,
+                content_type: metrics::CONTENT_TYPE,
+                body: metrics::render(&env.introspect(), shared, &harmonizers(shared)),
+            };
+        }
         "/api/all" => {
             let snap = env.introspect();
             let mut all = BTreeMap::new();

@@ -33,16 +33,7 @@ impl EnvView {
             agents: snap.coops.iter().map(|c| c.agents.len()).sum(),
             named_mboxes: snap.named_mboxes,
             pending_timers: snap.pending_timers,
-            drops: BTreeMap::from([
-                ("no_subscribers", d.no_subscribers),
-                ("filtered", d.filtered),
-                ("over_limit", d.over_limit),
-                ("no_handler", d.no_handler),
-                ("at_deregistration", d.at_deregistration),
-                ("redirection_depth", d.redirection_depth),
-                ("refused", d.refused),
-                ("receiver_finished", d.receiver_finished),
-            ]),
+            drops: d.by_reason().collect(),
         }
     }
 }

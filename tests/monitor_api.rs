@@ -33,6 +33,15 @@ impl Agent for Worker {
 struct Idle;
 impl Agent for Idle {}
 
+/// Named `lonely`.
+struct Lonely;
+impl Agent for Lonely {
+    fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+        ctx.set_name("lonely").unwrap();
+        Ok(())
+    }
+}
+
 fn agents(coops: &Value) -> Vec<Value> {
     let mut out = Vec::new();
     fn walk(c: &Value, out: &mut Vec<Value>) {
@@ -180,6 +189,70 @@ fn dispatchers_show_threads_queues_and_activity() {
         assert_eq!(d["harmonizers"], Value::Array(vec![]));
         // A fixed pool has no elastic figures.
         assert_eq!(crunch["elastic"], Value::Null);
+        env.stop();
+    })
+    .unwrap();
+}
+
+#[test]
+fn each_queue_and_thread_says_whose_it_is() {
+    use agentbox::{BindParams, Fifo};
+    Environment::launch(|env| {
+        let pool = agentbox::dispatcher::thread_pool::Builder::new()
+            .name("owned")
+            .threads(1)
+            .activity_tracking(true)
+            .build()
+            .unwrap();
+        env.introduce_coop(|c| {
+            c.set_binder(pool.binder_with(BindParams::new().fifo(Fifo::Individual)));
+            c.add_agent(Lonely);
+        })
+        .unwrap();
+        let shared = {
+            let mut coop = env.make_coop();
+            coop.set_binder(pool.binder());
+            coop.add_agent(Idle);
+            env.register_coop(coop).unwrap()
+        };
+        let m = Monitor::start(env, "127.0.0.1:0").unwrap();
+        let d = get_json(m.local_addr(), "/api/dispatchers");
+        let units = d["dispatchers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["name"] == "owned")
+            .unwrap_or_else(|| panic!("no pool in {d}"))["units"]
+            .as_array()
+            .unwrap()
+            .clone();
+        let owner = |tag: String| {
+            units
+                .iter()
+                .find(|u| u["tag"] == tag.as_str())
+                .unwrap_or_else(|| panic!("no unit {tag} in {units:?}"))["owner"]
+                .clone()
+        };
+        // An agent's own queue: the agent's id, type and name; a coop's: the coop; a
+        // worker thread: its index.
+        let agent_id = get_json(m.local_addr(), "/api/coops")["coops"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|c| c["agents"].as_array().unwrap().clone())
+            .find(|a| a["name"] == "lonely")
+            .unwrap()["id"]
+            .as_u64()
+            .unwrap();
+        assert_eq!(
+            owner(format!("aq-{agent_id}")),
+            format!("agent {agent_id} monitor_api::Lonely \"lonely\"")
+        );
+        assert_eq!(
+            owner(format!("cq-{}", shared.id())),
+            format!("coop {}", shared.id())
+        );
+        assert_eq!(owner("wt-0".into()), "worker thread 0");
         env.stop();
     })
     .unwrap();

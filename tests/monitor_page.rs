@@ -37,6 +37,8 @@ fn dump_dom(browser: &str, url: &str, budget_ms: u32) -> String {
             "--no-sandbox",
             "--disable-gpu",
             "--disable-dev-shm-usage",
+            // A common laptop screen's width: the harmonizer's table must fit it.
+            "--window-size=1400,900",
             &format!("--virtual-time-budget={budget_ms}"),
             "--dump-dom",
             url,
@@ -136,8 +138,28 @@ fn the_page_shows_the_agents_and_sessions_of_two_nodes_live() {
         assert!(dom.contains("data-elastic=\"elastic\""), "{dom}");
         assert!(dom.contains("data-harmonizer=\"elastic\""), "{dom}");
         assert!(dom.contains("<tr data-pool=\"elastic\" data-state=\""), "{dom}");
-        // The chart has samples.
+        // Its states are explained in place, and its table fits 1 400 px without scrolling.
+        assert!(
+            dom.contains("data-states=\"balanced,needy,hoggish,starved\""),
+            "{dom}"
+        );
+        assert!(dom.contains("at least one of its threads was idle"), "{dom}");
+        assert!(
+            dom.contains("class=\"harmonizer\" data-fits=\"true\""),
+            "the harmonizer's table is wider than the page at 1 400 px:\n{dom}"
+        );
+        // Each queue and thread says whose it is.
+        assert!(
+            dom.contains("data-unit=\"wt-0\" data-owner=\"worker thread 0\""),
+            "{dom}"
+        );
+        // The chart has samples, a time axis of the last minute and value axes.
         assert!(dom.contains("data-samples=\""), "{dom}");
+        assert!(
+            dom.contains("data-x-axis=\"−60 s,−45 s,−30 s,−15 s,now\""),
+            "{dom}"
+        );
+        assert!(dom.contains("data-y-axis=\""), "{dom}");
         for s in &systems {
             s.stop();
         }

@@ -219,7 +219,7 @@ fn answer(head: &http::Head, ctx: &Ctx) -> http::Answer {
         "/api/environment" => json(&EnvView::new(&env.introspect())),
         "/api/coops" => json(&CoopsView::new(&env.introspect())),
         "/api/dispatchers" => json(&DispatchersView::new(
-            &env.0.stats.collect(),
+            &env.introspect(),
             &harmonizers(shared),
         )),
         "/api/systems" => json(&systems(shared)),
@@ -239,10 +239,7 @@ fn answer(head: &http::Head, ctx: &Ctx) -> http::Answer {
             all.insert("coops", value(&CoopsView::new(&snap)));
             all.insert(
                 "dispatchers",
-                value(&DispatchersView::new(
-                    &snap.quantities,
-                    &harmonizers(shared),
-                )),
+                value(&DispatchersView::new(&snap, &harmonizers(shared))),
             );
             all.insert("systems", value(&systems(shared)));
             all.insert("interconnect", value(&interconnect(shared)));

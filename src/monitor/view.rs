@@ -7,7 +7,6 @@ use serde::Serialize;
 
 use crate::actors::ActorSystem;
 use crate::environment::{AgentStatus, CoopInfo, CoopStatus, Introspection};
-use crate::stats::Quantity;
 
 use super::elastic_view::{ElasticView, HarmonizerView};
 use super::sink::DeadLetterLog;
@@ -161,6 +160,10 @@ struct DispatcherView {
 #[derive(Serialize, Default)]
 struct UnitView {
     tag: String,
+    /// What the tag stands for, in words: `agent 5 app::Ticker "name"` for an agent's own
+    /// queue (`ao-5`, `aq-5`), `coop 3` for a coop's (`cq-3`), `worker thread 0` (`wt-0`),
+    /// `worker thread` (`wt`, a dispatcher of one thread), `priority 2` (`p2`); `null` for a tag of another form.
+    owner: Option<String>,
     /// Demands waiting in this queue.
     demands: Option<usize>,
     /// With activity tracking: demands run by this thread and the time they took.
@@ -185,7 +188,25 @@ struct QuantityView {
 }
 
 impl DispatchersView {
-    pub(crate) fn new(quantities: &[Quantity], harmonizers: &[HarmonizerStats]) -> Self {
+    pub(crate) fn new(snap: &Introspection, harmonizers: &[HarmonizerStats]) -> Self {
+        let quantities = &snap.quantities;
+        let agents: BTreeMap<u64, String> = snap
+            .coops
+            .iter()
+            .flat_map(|c| c.agents.iter())
+            .map(|a| {
+                let id = a.id.as_u64();
+                let mut words = format!("agent {id}");
+                if let Some(t) = a.type_name {
+                    words.push(' ');
+                    words.push_str(t);
+                }
+                if let Some(n) = &a.name {
+                    words.push_str(&format!(" \"{n}\""));
+                }
+                (id, words)
+            })
+            .collect();
         let mut disps: BTreeMap<(String, String), DispatcherView> = BTreeMap::new();
         let mut units: BTreeMap<(String, String), BTreeMap<String, UnitView>> = BTreeMap::new();
         let mut other = Vec::new();
@@ -228,6 +249,7 @@ impl DispatchersView {
                         .entry(tag.to_owned())
                         .or_insert_with(|| UnitView {
                             tag: tag.to_owned(),
+                            owner: owner(tag, &agents),
                             ..UnitView::default()
                         });
                     let v = Some(q.value);
@@ -256,6 +278,27 @@ impl DispatchersView {
             harmonizers: harmonizers.iter().map(HarmonizerView::new).collect(),
             other,
         }
+    }
+}
+
+/// What a unit's tag stands for, in words (see [`UnitView::owner`]).
+fn owner(tag: &str, agents: &BTreeMap<u64, String>) -> Option<String> {
+    if tag == "wt" {
+        return Some("worker thread".to_owned());
+    }
+    let (kind, n) = tag.split_once('-').unwrap_or_else(|| tag.split_at(1));
+    let n: u64 = n.parse().ok()?;
+    match kind {
+        "ao" | "aq" => Some(
+            agents
+                .get(&n)
+                .cloned()
+                .unwrap_or_else(|| format!("agent {n}")),
+        ),
+        "cq" => Some(format!("coop {n}")),
+        "wt" => Some(format!("worker thread {n}")),
+        "p" => Some(format!("priority {n}")),
+        _ => None,
     }
 }
 

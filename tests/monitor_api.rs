@@ -427,6 +427,53 @@ fn the_history_gains_a_sample_a_second() {
 }
 
 #[test]
+fn the_history_keeps_each_sessions_round_trip_times() {
+    Environment::launch(|env| {
+        let (systems, nodes) = two_nodes(env);
+        let m = Monitor::start(env, "127.0.0.1:0").unwrap();
+        for n in &nodes {
+            m.add_node(n);
+        }
+        let rtt_of = |h: &Value, node: u64, peer: u64| -> Vec<Value> {
+            h["rtt"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["node"] == node && r["peer"] == peer)
+                .map(|r| r["samples"].as_array().unwrap().clone())
+                .unwrap_or_default()
+        };
+        // Pings every 200 ms, a sample a second: two samples with an RTT come.
+        wait_for("two RTT samples of the session 1 → 2", || {
+            let h = get_json(m.local_addr(), "/api/history");
+            rtt_of(&h, 1, 2)
+                .iter()
+                .filter(|s| s["rtt_us"].is_u64())
+                .count()
+                >= 2
+        });
+        let h = get_json(m.local_addr(), "/api/history");
+        let samples = rtt_of(&h, 1, 2);
+        assert!(samples.len() <= 60, "{h}");
+        let times: Vec<f64> = samples.iter().map(|s| s["t"].as_f64().unwrap()).collect();
+        assert!(times.windows(2).all(|w| w[0] < w[1]), "{h}");
+        // The session's line is at the chart's seconds.
+        let chart: Vec<f64> = h["samples"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["t"].as_f64().unwrap())
+            .collect();
+        assert!(times.iter().all(|t| chart.contains(t)), "{h}");
+        for s in &systems {
+            s.stop();
+        }
+        env.stop();
+    })
+    .unwrap();
+}
+
+#[test]
 fn the_page_unknown_paths_and_other_methods() {
     Environment::launch(|env| {
         let m = Monitor::start(env, "127.0.0.1:0").unwrap();

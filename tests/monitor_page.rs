@@ -112,6 +112,19 @@ fn the_page_shows_the_agents_and_sessions_of_two_nodes_live() {
                 .all(|n| n["sessions"][0]["connected"] == true)
         });
 
+        wait_for("a round-trip time in the history", || {
+            get_json(m.local_addr(), "/api/history")["rtt"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|r| {
+                    r["samples"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .any(|s| s["rtt_us"].is_u64())
+                })
+        });
         // The page polls once a second: with 3 s of virtual time it has rendered a few
         // times. A loaded machine may need another go.
         let deadline = Instant::now() + PATIENCE;
@@ -134,6 +147,14 @@ fn the_page_shows_the_agents_and_sessions_of_two_nodes_live() {
             );
             assert!(dom.contains(&row), "no connected session {node} → {peer}:\n{dom}");
         }
+        // Each session's round-trip times over the last minute.
+        let spark = dom
+            .split("data-rtt-samples=\"")
+            .skip(1)
+            .filter_map(|r| r.split('"').next()?.parse::<u32>().ok())
+            .max()
+            .unwrap_or(0);
+        assert!(spark >= 1, "no session's RTT line:\n{dom}");
         // The elastic pool's range and the harmonizer's row of it.
         assert!(dom.contains("data-elastic=\"elastic\""), "{dom}");
         assert!(dom.contains("data-harmonizer=\"elastic\""), "{dom}");

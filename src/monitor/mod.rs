@@ -76,6 +76,8 @@
 //! ```
 //!
 //! `GET /api/dispatchers` — each dispatcher with its queues and worker threads by tag
+//! and `owner`, what the tag stands for (`agent 4 app::Ticker "name"` for an agent's own
+//! queue, `coop 3`, `worker thread 0`; see [`crate::stats`] for the tags)
 //! (`work_*`/`wait_*` with activity tracking, see [`crate::stats`]; `busy_us`, `cpu_us`,
 //! `parked_us` and `events` on the threads of an elastic pool). An elastic pool
 //! (`thread_limits`) also has `elastic`: its thread range, its activation latencies
@@ -86,10 +88,10 @@
 //!
 //! ```json
 //! {"dispatchers": [{"kind": "thread_pool", "name": "workers", "agents": 2, "threads": 2,
-//!   "units": [{"tag": "cq-3", "demands": 0, "work_count": null, "work_ns": null,
+//!   "units": [{"tag": "cq-3", "owner": "coop 3", "demands": 0, "work_count": null, "work_ns": null,
 //!              "wait_count": null, "wait_ns": null, "busy_us": null, "cpu_us": null,
 //!              "parked_us": null, "events": null},
-//!             {"tag": "wt-0", "demands": null, "work_count": null, "work_ns": null,
+//!             {"tag": "wt-0", "owner": "worker thread 0", "demands": null, "work_count": null, "work_ns": null,
 //!              "wait_count": null, "wait_ns": null, "busy_us": 5200, "cpu_us": 4900,
 //!              "parked_us": 994800, "events": 120}],
 //!   "elastic": {"target": 2, "min": 1, "default": 2, "max": 4,
@@ -148,10 +150,12 @@
 //! `GET /api/history` — one sample a second over the last minute, oldest first:
 //! `messages_per_s` is the messages handled per second (demands run by dispatchers with
 //! activity tracking, plus events handled by the attached systems' pools), `queued` the
-//! demands waiting in every dispatcher's queues:
+//! demands waiting in every dispatcher's queues; `rtt` has each attached session's
+//! round-trip time at the same seconds (`null` until a ping came back):
 //!
 //! ```json
-//! {"period_s": 1.0, "samples": [{"t": 41.0, "messages_per_s": 230.0, "queued": 2}]}
+//! {"period_s": 1.0, "samples": [{"t": 41.0, "messages_per_s": 230.0, "queued": 2}],
+//!  "rtt": [{"node": 1, "peer": 2, "samples": [{"t": 41.0, "rtt_us": 180}]}]}
 //! ```
 //!
 //! `GET /api/all` — every view above in one object (`environment`, `coops`, `dispatchers`,

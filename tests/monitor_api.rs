@@ -194,6 +194,96 @@ fn dispatchers_show_threads_queues_and_activity() {
     .unwrap();
 }
 
+struct Headline;
+
+/// Reads `news` (subscribed in `define`).
+struct Reader(Mbox);
+impl Agent for Reader {
+    fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+        let news = self.0.clone();
+        ctx.subscribe(&news)
+            .event(|_: &mut Self, _, _: &Headline| {})?;
+        Ok(())
+    }
+}
+
+#[test]
+fn named_mboxes_show_their_message_types_and_subscribers() {
+    use agentbox::mbox::MultiSinkBinding;
+    use agentbox::Sink;
+    Environment::launch(|env| {
+        let news = env.named_mbox("news");
+        env.introduce_coop(|c| {
+            c.add_agent(Reader(news.clone()));
+        })
+        .unwrap();
+        // A binding of `news` to another mbox, and an introduced single-consumer mbox.
+        let archive = env.create_mbox();
+        let binding = MultiSinkBinding::new();
+        binding
+            .bind::<Headline>(&news, Sink::from(archive.clone()))
+            .unwrap();
+        let direct = env
+            .introduce_named_mbox("app", "inbox", || {
+                env.make_coop().add_agent(Idle) // a direct mbox: single-consumer
+            })
+            .unwrap();
+        let m = Monitor::start(env, "127.0.0.1:0").unwrap();
+        let v = get_json(m.local_addr(), "/api/mboxes");
+        let boxes = v["mboxes"].as_array().unwrap();
+        let news_view = boxes
+            .iter()
+            .find(|b| b["name"] == "news" && b["namespace"].is_null())
+            .unwrap_or_else(|| panic!("no news in {v}"));
+        assert_eq!(news_view["multi_consumer"], true);
+        assert_eq!(news_view["id"], news.id().as_u64(), "{v}");
+        let subs = &news_view["subscriptions"];
+        assert_eq!(subs.as_array().unwrap().len(), 1, "{v}");
+        assert_eq!(subs[0]["message_type"], "monitor_api::Headline");
+        let who = subs[0]["subscribers"].as_array().unwrap();
+        assert!(
+            who.iter().any(|x| x["kind"] == "agent"
+                && x["label"].as_str().unwrap().contains("monitor_api::Reader")
+                && x["subscribed"] == true),
+            "{v}"
+        );
+        assert!(
+            who.iter()
+                .any(|x| x["kind"] == "mbox" && x["label"] == archive.name().as_str()),
+            "{v}"
+        );
+        let inbox = boxes
+            .iter()
+            .find(|b| b["name"] == "inbox")
+            .unwrap_or_else(|| panic!("no inbox in {v}"));
+        assert_eq!(inbox["namespace"], "app");
+        assert_eq!(inbox["multi_consumer"], false);
+        assert_eq!(inbox["id"], direct.id().as_u64());
+        // In /api/all too.
+        assert!(get_json(m.local_addr(), "/api/all")["mboxes"]["mboxes"].is_array());
+        // A binding removed leaves the list.
+        drop(binding);
+        let v = get_json(m.local_addr(), "/api/mboxes");
+        let news_view = v["mboxes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["name"] == "news")
+            .unwrap()
+            .clone();
+        assert_eq!(
+            news_view["subscriptions"][0]["subscribers"]
+                .as_array()
+                .unwrap()
+                .len(),
+            1,
+            "{v}"
+        );
+        env.stop();
+    })
+    .unwrap();
+}
+
 #[test]
 fn each_queue_and_thread_says_whose_it_is() {
     use agentbox::{BindParams, Fifo};

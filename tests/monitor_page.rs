@@ -20,6 +20,19 @@ use monitor_support::{get_json, two_nodes, wait_for, PATIENCE};
 struct Sentinel;
 impl Agent for Sentinel {}
 
+struct Headline;
+
+/// Reads the named mbox `news`.
+struct Reader(Mbox);
+impl Agent for Reader {
+    fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+        let news = self.0.clone();
+        ctx.subscribe(&news)
+            .event(|_: &mut Self, _, _: &Headline| {})?;
+        Ok(())
+    }
+}
+
 fn chromium() -> Option<&'static str> {
     ["chromium", "chromium-browser"].into_iter().find(|c| {
         Command::new(c)
@@ -74,8 +87,10 @@ fn the_page_shows_the_agents_and_sessions_of_two_nodes_live() {
         return;
     };
     Environment::launch(|env| {
+        let news = env.named_mbox("news");
         env.introduce_coop(|c| {
             c.add_agent(Sentinel);
+            c.add_agent(Reader(news.clone()));
         })
         .unwrap();
         let (systems, nodes) = two_nodes(env);
@@ -169,6 +184,13 @@ fn the_page_shows_the_agents_and_sessions_of_two_nodes_live() {
             dom.contains("class=\"harmonizer\" data-fits=\"true\""),
             "the harmonizer's table is wider than the page at 1 400 px:\n{dom}"
         );
+        // The named mbox with its message type and subscriber.
+        let row = dom
+            .split("data-mbox=\"news\" data-message=\"monitor_page::Headline\">")
+            .nth(1)
+            .unwrap_or_else(|| panic!("no row of the mbox news:\n{dom}"));
+        let row = row.split("</tr>").next().unwrap_or("");
+        assert!(row.contains("Reader"), "{row}");
         // Each queue and thread says whose it is.
         assert!(
             dom.contains("data-unit=\"wt-0\" data-owner=\"worker thread 0\""),

@@ -75,6 +75,22 @@
 //!   "children": []}]}
 //! ```
 //!
+//! `GET /api/mboxes` — the named mboxes ([`Environment::named_mbox`] and
+//! [`Environment::introduce_named_mbox`]; anonymous ones are in no registry), each
+//! multi-consumer one with its message types and their subscribers in delivery order: an
+//! agent (`agent` its id, `label` its id, type and name), a binding to another mbox
+//! (`mbox`, `label` that mbox's name) or a custom sink (`custom`); `subscribed` is false
+//! for a subscriber with only a delivery filter set:
+//!
+//! ```json
+//! {"mboxes": [{"namespace": null, "name": "news", "id": 12, "multi_consumer": true,
+//!   "subscriptions": [{"message_type": "app::Headline", "subscribers": [
+//!     {"kind": "agent", "agent": 4, "label": "agent 4 app::Reader", "subscribed": true,
+//!      "filtered": false},
+//!     {"kind": "mbox", "agent": null, "label": "mpmc:15", "subscribed": true,
+//!      "filtered": false}]}]}]}
+//! ```
+//!
 //! `GET /api/dispatchers` — each dispatcher with its queues and worker threads by tag
 //! and `owner`, what the tag stands for (`agent 4 app::Ticker "name"` for an agent's own
 //! queue, `coop 3`, `worker thread 0`; see [`crate::stats`] for the tags)
@@ -158,8 +174,8 @@
 //!  "rtt": [{"node": 1, "peer": 2, "samples": [{"t": 41.0, "rtt_us": 180}]}]}
 //! ```
 //!
-//! `GET /api/all` — every view above in one object (`environment`, `coops`, `dispatchers`,
-//! `systems`, `interconnect`, `history`): what the page polls.
+//! `GET /api/all` — every view above in one object (`environment`, `coops`, `mboxes`,
+//! `dispatchers`, `systems`, `interconnect`, `history`): what the page polls.
 //!
 //! # Metrics
 //!

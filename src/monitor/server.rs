@@ -13,7 +13,8 @@ use parking_lot::Mutex;
 use serde::Serialize;
 
 use super::view::{
-    CoopsView, DispatchersView, EnvView, InterconnectView, NodeView, SystemView, SystemsView,
+    CoopsView, DispatchersView, EnvView, InterconnectView, MboxesView, NodeView, SystemView,
+    SystemsView,
 };
 use super::{http, metrics, Shared};
 use crate::environment::{Environment, WeakEnv};
@@ -280,6 +281,7 @@ fn answer(head: &http::Head, ctx: &Ctx) -> http::Answer {
         }
         "/api/environment" => json(&EnvView::new(&env.introspect())),
         "/api/coops" => json(&CoopsView::new(&env.introspect())),
+        "/api/mboxes" => json(&MboxesView::new(&env.introspect())),
         "/api/dispatchers" => json(&DispatchersView::new(
             &env.introspect(),
             &harmonizers(shared),
@@ -299,6 +301,7 @@ fn answer(head: &http::Head, ctx: &Ctx) -> http::Answer {
             let mut all = BTreeMap::new();
             all.insert("environment", value(&EnvView::new(&snap)));
             all.insert("coops", value(&CoopsView::new(&snap)));
+            all.insert("mboxes", value(&MboxesView::new(&snap)));
             all.insert(
                 "dispatchers",
                 value(&DispatchersView::new(&snap, &harmonizers(shared))),

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::actors::ActorSystem;
-use crate::environment::{AgentStatus, CoopInfo, CoopStatus, Introspection};
+use crate::environment::{AgentStatus, CoopInfo, CoopStatus, Introspection, SinkInfo};
 
 use super::elastic_view::{ElasticView, HarmonizerView};
 use super::sink::DeadLetterLog;
@@ -134,6 +134,109 @@ impl CoopsView {
     }
 }
 
+/// `GET /api/mboxes`: the named mboxes with their message types and subscribers.
+#[derive(Serialize)]
+pub(crate) struct MboxesView {
+    mboxes: Vec<MboxView>,
+}
+
+#[derive(Serialize)]
+struct MboxView {
+    namespace: Option<String>,
+    name: String,
+    id: u64,
+    multi_consumer: bool,
+    subscriptions: Vec<SubscriptionView>,
+}
+
+#[derive(Serialize)]
+struct SubscriptionView {
+    message_type: &'static str,
+    subscribers: Vec<SubscriberView>,
+}
+
+#[derive(Serialize)]
+struct SubscriberView {
+    /// `agent`, `mbox` (a binding to another mbox) or `custom`.
+    kind: &'static str,
+    /// The agent's id, for an agent.
+    agent: Option<u64>,
+    /// Who it is, in words: `agent 4 app::Ticker "name"`, the bound mbox's name, `custom sink`.
+    label: String,
+    subscribed: bool,
+    filtered: bool,
+}
+
+impl MboxesView {
+    pub(crate) fn new(snap: &Introspection) -> Self {
+        let agents = agent_words(snap);
+        MboxesView {
+            mboxes: snap
+                .mboxes
+                .iter()
+                .map(|m| MboxView {
+                    namespace: m.namespace.clone(),
+                    name: m.name.clone(),
+                    id: m.id.0,
+                    multi_consumer: m.multi_consumer,
+                    subscriptions: m
+                        .subscriptions
+                        .iter()
+                        .map(|s| SubscriptionView {
+                            message_type: s.message_type,
+                            subscribers: s
+                                .subscribers
+                                .iter()
+                                .map(|x| {
+                                    let (kind, agent, label) = match &x.sink {
+                                        SinkInfo::Agent(a) => {
+                                            let id = a.as_u64();
+                                            let words = agents
+                                                .get(&id)
+                                                .cloned()
+                                                .unwrap_or_else(|| format!("agent {id}"));
+                                            ("agent", Some(id), words)
+                                        }
+                                        SinkInfo::Mbox(name) => ("mbox", None, name.clone()),
+                                        _ => ("custom", None, "custom sink".to_owned()),
+                                    };
+                                    SubscriberView {
+                                        kind,
+                                        agent,
+                                        label,
+                                        subscribed: x.subscribed,
+                                        filtered: x.filtered,
+                                    }
+                                })
+                                .collect(),
+                        })
+                        .collect(),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Each agent of the snapshot in words: `agent 4 app::Ticker "name"`.
+fn agent_words(snap: &Introspection) -> BTreeMap<u64, String> {
+    snap.coops
+        .iter()
+        .flat_map(|c| c.agents.iter())
+        .map(|a| {
+            let id = a.id.as_u64();
+            let mut words = format!("agent {id}");
+            if let Some(t) = a.type_name {
+                words.push(' ');
+                words.push_str(t);
+            }
+            if let Some(n) = &a.name {
+                words.push_str(&format!(" \"{n}\""));
+            }
+            (id, words)
+        })
+        .collect()
+}
+
 /// `GET /api/dispatchers`.
 #[derive(Serialize)]
 pub(crate) struct DispatchersView {
@@ -190,23 +293,7 @@ struct QuantityView {
 impl DispatchersView {
     pub(crate) fn new(snap: &Introspection, harmonizers: &[HarmonizerStats]) -> Self {
         let quantities = &snap.quantities;
-        let agents: BTreeMap<u64, String> = snap
-            .coops
-            .iter()
-            .flat_map(|c| c.agents.iter())
-            .map(|a| {
-                let id = a.id.as_u64();
-                let mut words = format!("agent {id}");
-                if let Some(t) = a.type_name {
-                    words.push(' ');
-                    words.push_str(t);
-                }
-                if let Some(n) = &a.name {
-                    words.push_str(&format!(" \"{n}\""));
-                }
-                (id, words)
-            })
-            .collect();
+        let agents = agent_words(snap);
         let mut disps: BTreeMap<(String, String), DispatcherView> = BTreeMap::new();
         let mut units: BTreeMap<(String, String), BTreeMap<String, UnitView>> = BTreeMap::new();
         let mut other = Vec::new();

@@ -284,6 +284,59 @@ fn named_mboxes_show_their_message_types_and_subscribers() {
     .unwrap();
 }
 
+struct Count;
+
+/// Handles `Count`.
+struct Counter;
+impl Agent for Counter {
+    fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+        ctx.subscribe_self()
+            .event(|_: &mut Self, _, _: &Count| {})?;
+        Ok(())
+    }
+}
+
+#[test]
+fn an_agent_on_its_own_tracked_thread_shows_what_it_handled() {
+    Environment::launch(|env| {
+        let own = agentbox::dispatcher::active_obj::Builder::new()
+            .activity_tracking(true)
+            .build()
+            .unwrap();
+        let counter = env
+            .introduce_coop(|c| {
+                c.set_binder(own.binder());
+                let counted = c.add_agent(Counter);
+                c.add_agent(Idle);
+                counted
+            })
+            .unwrap();
+        for _ in 0..5 {
+            send(&counter, Count).unwrap();
+        }
+        let m = Monitor::start(env, "127.0.0.1:0").unwrap();
+        let of = |id: u64| {
+            agents(&get_json(m.local_addr(), "/api/coops"))
+                .into_iter()
+                .find(|a| a["id"] == id)
+                .unwrap()
+        };
+        // `on_start` and the five messages: its thread ran them all, and nothing else.
+        let id = counter.id().as_u64();
+        wait_for("the five messages handled", || {
+            of(id)["handled"].as_u64().is_some_and(|n| n >= 5)
+        });
+        let counted = of(id)["handled"].as_u64().unwrap();
+        assert!((5..=7).contains(&counted), "{}", of(id));
+        // An agent sharing its thread (the default dispatcher's) has no count of its own.
+        let shared = env.introduce_coop(|c| c.add_agent(Counter)).unwrap();
+        send(&shared, Count).unwrap();
+        assert!(of(shared.id().as_u64())["handled"].is_null());
+        env.stop();
+    })
+    .unwrap();
+}
+
 #[test]
 fn each_queue_and_thread_says_whose_it_is() {
     use agentbox::{BindParams, Fifo};

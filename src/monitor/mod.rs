@@ -66,12 +66,14 @@
 //! `GET /api/coops` — the coop tree, each coop with its agents (`name` is the agent's name
 //! for agents that have one; `queue` the demands waiting in the agent's own queue on
 //! `active_obj` or an individual FIFO, `null` where the agent shares its queue, whose
-//! per-agent share is not counted):
+//! per-agent share is not counted; `handled` the demands its own thread ran, for an agent
+//! of an `active_obj` dispatcher with activity tracking, `null` elsewhere: no per-agent
+//! count is kept on the message path):
 //!
 //! ```json
 //! {"coops": [{"id": 3, "parent": null, "status": "registered", "queue": null,
 //!   "agents": [{"id": 4, "type_name": "app::Ticker", "name": null, "state": "running",
-//!               "status": "active", "priority": 0, "queue": 0}],
+//!               "status": "active", "priority": 0, "queue": 0, "handled": 120}],
 //!   "children": []}]}
 //! ```
 //!

@@ -64,17 +64,32 @@ struct AgentView {
     priority: usize,
     /// Demands waiting in the agent's own queue (`active_obj`, an individual FIFO).
     queue: Option<usize>,
+    /// Demands the agent's own thread ran: an agent of an `active_obj` dispatcher with
+    /// activity tracking (its thread runs only its demands); `null` elsewhere, where no
+    /// per-agent count is kept (one would cost an increment per message).
+    handled: Option<usize>,
 }
 
 impl CoopsView {
     pub(crate) fn new(snap: &Introspection) -> Self {
         // Queues of one agent or one coop, by their tags (`ao-<id>`, `aq-<id>`, `cq-<id>`).
         let mut own = BTreeMap::new();
+        let mut run = BTreeMap::new();
         for q in &snap.quantities {
-            if q.suffix == "demands.count" && q.prefix.starts_with("disp/") {
-                if let Some(tag) = q.prefix.rsplit('/').next() {
+            if !q.prefix.starts_with("disp/") {
+                continue;
+            }
+            let Some(tag) = q.prefix.rsplit('/').next() else {
+                continue;
+            };
+            match q.suffix {
+                "demands.count" => {
                     own.insert(tag.to_owned(), q.value);
                 }
+                "work.count" if tag.starts_with("ao-") => {
+                    run.insert(tag.to_owned(), q.value);
+                }
+                _ => {}
             }
         }
         let view = |c: &CoopInfo| CoopView {
@@ -108,6 +123,7 @@ impl CoopsView {
                             .get(&format!("ao-{id}"))
                             .or_else(|| own.get(&format!("aq-{id}")))
                             .copied(),
+                        handled: run.get(&format!("ao-{id}")).copied(),
                     }
                 })
                 .collect(),

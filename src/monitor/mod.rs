@@ -2,7 +2,8 @@
 //!
 //! [`Monitor::start`] serves, on a thread of its own, one HTML page and its JSON endpoints:
 //! the environment (uptime, coops, agents, named mboxes, timers, drops), the coop tree
-//! with each agent's type, state, status and own queue, the dispatchers (threads, queues,
+//! with each agent's type, state, status and own queue, the named mboxes with their
+//! message types and subscribers, the dispatchers (threads, queues and whose they are,
 //! per-thread work and wait with activity tracking), the YDB actor systems attached with
 //! [`Monitor::add_system`] (pools, actors, services, dead letters), and the interconnect
 //! nodes attached with [`Monitor::add_node`] (sessions: peer, connected, RTT, bytes and

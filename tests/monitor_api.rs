@@ -337,6 +337,83 @@ fn an_agent_on_its_own_tracked_thread_shows_what_it_handled() {
     .unwrap();
 }
 
+/// Tells the test the name of the thread it runs on.
+struct WhereAmI(mpsc::Sender<String>);
+impl Agent for WhereAmI {
+    fn on_start(&mut self, _: &mut Context<Self>) {
+        let name = std::thread::current().name().unwrap_or("").to_owned();
+        let _ = self.0.send(name);
+    }
+}
+
+#[test]
+fn worker_threads_show_the_os_threads_names() {
+    use agentbox::dispatcher::{active_obj, one_thread, thread_pool};
+    Environment::launch(|env| {
+        let (tx, rx) = mpsc::channel();
+        let binders = [
+            (
+                "pool",
+                thread_pool::Builder::new()
+                    .name("pool")
+                    .threads(2)
+                    .activity_tracking(true)
+                    .build()
+                    .unwrap(),
+            ),
+            (
+                "solo",
+                one_thread::Builder::new()
+                    .name("solo")
+                    .activity_tracking(true)
+                    .build()
+                    .unwrap(),
+            ),
+            (
+                "own",
+                active_obj::Builder::new()
+                    .name("own")
+                    .activity_tracking(true)
+                    .build()
+                    .unwrap(),
+            ),
+        ];
+        for (_, d) in &binders {
+            env.introduce_coop(|c| {
+                c.set_binder(d.binder());
+                c.add_agent(WhereAmI(tx.clone()));
+            })
+            .unwrap();
+        }
+        let m = Monitor::start(env, "127.0.0.1:0").unwrap();
+        let d = get_json(m.local_addr(), "/api/dispatchers");
+        for _ in &binders {
+            let seen = rx.recv_timeout(PATIENCE).expect("each agent starts");
+            // The thread the agent ran on is one of its dispatcher's units, by name.
+            let (name, _) = binders
+                .iter()
+                .find(|(n, _)| seen.starts_with(n))
+                .unwrap_or_else(|| panic!("thread {seen:?} of no dispatcher"));
+            let disp = d["dispatchers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|x| x["name"] == *name)
+                .unwrap();
+            assert!(
+                disp["units"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|u| u["thread"] == seen.as_str()),
+                "no unit of {name} has the thread {seen:?}: {disp}"
+            );
+        }
+        env.stop();
+    })
+    .unwrap();
+}
+
 #[test]
 fn each_queue_and_thread_says_whose_it_is() {
     use agentbox::{BindParams, Fifo};

@@ -196,6 +196,7 @@ fn the_page_shows_the_agents_and_sessions_of_two_nodes_live() {
             dom.contains("data-unit=\"wt-0\" data-owner=\"worker thread 0\""),
             "{dom}"
         );
+        assert!(dom.contains("worker thread 0 · thread elastic-0"), "{dom}");
         // The chart has samples, a time axis of the last minute and value axes.
         assert!(dom.contains("data-samples=\""), "{dom}");
         assert!(

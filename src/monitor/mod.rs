@@ -96,7 +96,8 @@
 //!
 //! `GET /api/dispatchers` — each dispatcher with its queues and worker threads by tag
 //! and `owner`, what the tag stands for (`agent 4 app::Ticker "name"` for an agent's own
-//! queue, `coop 3`, `worker thread 0`; see [`crate::stats`] for the tags)
+//! queue, `coop 3`, `worker thread 0`; see [`crate::stats`] for the tags), and `thread`,
+//! the OS thread's name for a worker thread (`workers-0`: what a debugger shows)
 //! (`work_*`/`wait_*` with activity tracking, see [`crate::stats`]; `busy_us`, `cpu_us`,
 //! `parked_us` and `events` on the threads of an elastic pool). An elastic pool
 //! (`thread_limits`) also has `elastic`: its thread range, its activation latencies
@@ -107,10 +108,11 @@
 //!
 //! ```json
 //! {"dispatchers": [{"kind": "thread_pool", "name": "workers", "agents": 2, "threads": 2,
-//!   "units": [{"tag": "cq-3", "owner": "coop 3", "demands": 0, "work_count": null, "work_ns": null,
+//!   "units": [{"tag": "cq-3", "owner": "coop 3", "thread": null, "demands": 0, "work_count": null, "work_ns": null,
 //!              "wait_count": null, "wait_ns": null, "busy_us": null, "cpu_us": null,
 //!              "parked_us": null, "events": null},
-//!             {"tag": "wt-0", "owner": "worker thread 0", "demands": null, "work_count": null, "work_ns": null,
+//!             {"tag": "wt-0", "owner": "worker thread 0", "thread": "workers-0",
+//!              "demands": null, "work_count": null, "work_ns": null,
 //!              "wait_count": null, "wait_ns": null, "busy_us": 5200, "cpu_us": 4900,
 //!              "parked_us": 994800, "events": 120}],
 //!   "elastic": {"target": 2, "min": 1, "default": 2, "max": 4,

@@ -283,6 +283,10 @@ struct UnitView {
     /// queue (`ao-5`, `aq-5`), `coop 3` for a coop's (`cq-3`), `worker thread 0` (`wt-0`),
     /// `worker thread` (`wt`, a dispatcher of one thread), `priority 2` (`p2`); `null` for a tag of another form.
     owner: Option<String>,
+    /// The OS thread's name (as `std::thread::current().name()`, a debugger or `top -H`
+    /// show it) for a worker thread of a `thread_pool` or `adv_thread_pool` (`wt-N`), a
+    /// `one_thread` (`wt`) or an `active_obj` agent's (`ao-ID`); `null` for other units.
+    thread: Option<String>,
     /// Demands waiting in this queue.
     demands: Option<usize>,
     /// With activity tracking: demands run by this thread and the time they took.
@@ -353,6 +357,7 @@ impl DispatchersView {
                         .or_insert_with(|| UnitView {
                             tag: tag.to_owned(),
                             owner: owner(tag, &agents),
+                            thread: thread_name(kind, name, tag),
                             ..UnitView::default()
                         });
                     let v = Some(q.value);
@@ -381,6 +386,17 @@ impl DispatchersView {
             harmonizers: harmonizers.iter().map(HarmonizerView::new).collect(),
             other,
         }
+    }
+}
+
+/// The OS name of a unit's thread, by the dispatchers' naming rules (see [`UnitView::thread`]).
+fn thread_name(kind: &str, name: &str, tag: &str) -> Option<String> {
+    match (kind, tag.split_once('-')) {
+        ("thread_pool" | "adv_thread_pool", Some(("wt", n))) | ("active_obj", Some(("ao", n))) => {
+            Some(format!("{name}-{n}"))
+        }
+        ("one_thread", None) if tag == "wt" => Some(name.to_owned()),
+        _ => None,
     }
 }
 

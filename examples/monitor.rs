@@ -7,8 +7,9 @@
 //! - a coop of SObjectizer-style agents on an elastic thread pool (1 to 3 threads,
 //!   moved by a harmonizer every second) with activity tracking: a
 //!   `Ticker` that ticks every 100 ms and switches between its states `even` and `odd`,
-//!   and a `Counter` that counts the ticks; a child coop with a `Reporter` on its own
-//!   thread (`active_obj`) that hears every tenth tick;
+//!   and a `Counter` that counts the ticks (from the named mbox `ticks`); a child coop with
+//!   a `Reporter` on its own thread (`active_obj`) that hears every tenth tick (from the
+//!   named mbox `report`);
 //! - two YDB actor systems, nodes 1 and 2, joined by the interconnect on 127.0.0.1 (ports
 //!   the OS picks): a `Pinger` on node 1 pings the `ponger` service of node 2 every 20 ms
 //!   and counts the answers; one event goes to an actor nobody has, a dead letter.
@@ -215,8 +216,9 @@ fn run(
         .dispatcher(&pool)
         .build()
         .map_err(|x| e(&x))?;
-    let ticks = env.create_mbox();
-    let report = env.create_mbox();
+    // Named: the page lists them with their message types and subscribers.
+    let ticks = env.named_mbox("ticks");
+    let report = env.named_mbox("report");
     let seen = Arc::new(AtomicU64::new(0));
     let parent = {
         let mut coop = env.make_coop();

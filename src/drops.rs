@@ -156,4 +156,44 @@ impl DropCounts {
             + self.refused
             + self.receiver_finished
     }
+
+    /// Every reason with its count, as `(name, count)` pairs: the names are the fields'
+    /// (`"no_subscribers"`, `"filtered"`, …), in the fields' order. A reason added later
+    /// shows up here, so a report written over these pairs needs no change for it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use agentbox::prelude::*;
+    /// Environment::launch(|env| {
+    ///     send(&env.create_mbox(), 1u8).unwrap(); // nobody listens
+    ///     let counts = env.drop_counts();
+    ///     assert!(counts.by_reason().any(|(reason, n)| reason == "no_subscribers" && n == 1));
+    ///     assert_eq!(counts.by_reason().map(|(_, n)| n).sum::<u64>(), counts.total());
+    /// }).unwrap();
+    /// ```
+    pub fn by_reason(&self) -> impl Iterator<Item = (&'static str, u64)> {
+        // Destructured without `..`: a new field does not compile until it is listed here.
+        let DropCounts {
+            no_subscribers,
+            filtered,
+            over_limit,
+            no_handler,
+            at_deregistration,
+            redirection_depth,
+            refused,
+            receiver_finished,
+        } = *self;
+        [
+            ("no_subscribers", no_subscribers),
+            ("filtered", filtered),
+            ("over_limit", over_limit),
+            ("no_handler", no_handler),
+            ("at_deregistration", at_deregistration),
+            ("redirection_depth", redirection_depth),
+            ("refused", refused),
+            ("receiver_finished", receiver_finished),
+        ]
+        .into_iter()
+    }
 }

@@ -33,6 +33,15 @@ impl Agent for Worker {
 struct Idle;
 impl Agent for Idle {}
 
+/// Named `lonely`.
+struct Lonely;
+impl Agent for Lonely {
+    fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+        ctx.set_name("lonely").unwrap();
+        Ok(())
+    }
+}
+
 fn agents(coops: &Value) -> Vec<Value> {
     let mut out = Vec::new();
     fn walk(c: &Value, out: &mut Vec<Value>) {
@@ -180,6 +189,290 @@ fn dispatchers_show_threads_queues_and_activity() {
         assert_eq!(d["harmonizers"], Value::Array(vec![]));
         // A fixed pool has no elastic figures.
         assert_eq!(crunch["elastic"], Value::Null);
+        env.stop();
+    })
+    .unwrap();
+}
+
+struct Headline;
+
+/// Reads `news` (subscribed in `define`).
+struct Reader(Mbox);
+impl Agent for Reader {
+    fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+        let news = self.0.clone();
+        ctx.subscribe(&news)
+            .event(|_: &mut Self, _, _: &Headline| {})?;
+        Ok(())
+    }
+}
+
+#[test]
+fn named_mboxes_show_their_message_types_and_subscribers() {
+    use agentbox::mbox::MultiSinkBinding;
+    use agentbox::Sink;
+    Environment::launch(|env| {
+        let news = env.named_mbox("news");
+        env.introduce_coop(|c| {
+            c.add_agent(Reader(news.clone()));
+        })
+        .unwrap();
+        // A binding of `news` to another mbox, and an introduced single-consumer mbox.
+        let archive = env.create_mbox();
+        let binding = MultiSinkBinding::new();
+        binding
+            .bind::<Headline>(&news, Sink::from(archive.clone()))
+            .unwrap();
+        let direct = env
+            .introduce_named_mbox("app", "inbox", || {
+                env.make_coop().add_agent(Idle) // a direct mbox: single-consumer
+            })
+            .unwrap();
+        let m = Monitor::start(env, "127.0.0.1:0").unwrap();
+        let v = get_json(m.local_addr(), "/api/mboxes");
+        let boxes = v["mboxes"].as_array().unwrap();
+        let news_view = boxes
+            .iter()
+            .find(|b| b["name"] == "news" && b["namespace"].is_null())
+            .unwrap_or_else(|| panic!("no news in {v}"));
+        assert_eq!(news_view["multi_consumer"], true);
+        assert_eq!(news_view["id"], news.id().as_u64(), "{v}");
+        let subs = &news_view["subscriptions"];
+        assert_eq!(subs.as_array().unwrap().len(), 1, "{v}");
+        assert_eq!(subs[0]["message_type"], "monitor_api::Headline");
+        let who = subs[0]["subscribers"].as_array().unwrap();
+        assert!(
+            who.iter().any(|x| x["kind"] == "agent"
+                && x["label"].as_str().unwrap().contains("monitor_api::Reader")
+                && x["subscribed"] == true),
+            "{v}"
+        );
+        assert!(
+            who.iter()
+                .any(|x| x["kind"] == "mbox" && x["label"] == archive.name().as_str()),
+            "{v}"
+        );
+        let inbox = boxes
+            .iter()
+            .find(|b| b["name"] == "inbox")
+            .unwrap_or_else(|| panic!("no inbox in {v}"));
+        assert_eq!(inbox["namespace"], "app");
+        assert_eq!(inbox["multi_consumer"], false);
+        assert_eq!(inbox["id"], direct.id().as_u64());
+        // In /api/all too.
+        assert!(get_json(m.local_addr(), "/api/all")["mboxes"]["mboxes"].is_array());
+        // A binding removed leaves the list.
+        drop(binding);
+        let v = get_json(m.local_addr(), "/api/mboxes");
+        let news_view = v["mboxes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["name"] == "news")
+            .unwrap()
+            .clone();
+        assert_eq!(
+            news_view["subscriptions"][0]["subscribers"]
+                .as_array()
+                .unwrap()
+                .len(),
+            1,
+            "{v}"
+        );
+        env.stop();
+    })
+    .unwrap();
+}
+
+struct Count;
+
+/// Handles `Count`.
+struct Counter;
+impl Agent for Counter {
+    fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+        ctx.subscribe_self()
+            .event(|_: &mut Self, _, _: &Count| {})?;
+        Ok(())
+    }
+}
+
+#[test]
+fn an_agent_on_its_own_tracked_thread_shows_what_it_handled() {
+    Environment::launch(|env| {
+        let own = agentbox::dispatcher::active_obj::Builder::new()
+            .activity_tracking(true)
+            .build()
+            .unwrap();
+        let counter = env
+            .introduce_coop(|c| {
+                c.set_binder(own.binder());
+                let counted = c.add_agent(Counter);
+                c.add_agent(Idle);
+                counted
+            })
+            .unwrap();
+        for _ in 0..5 {
+            send(&counter, Count).unwrap();
+        }
+        let m = Monitor::start(env, "127.0.0.1:0").unwrap();
+        let of = |id: u64| {
+            agents(&get_json(m.local_addr(), "/api/coops"))
+                .into_iter()
+                .find(|a| a["id"] == id)
+                .unwrap()
+        };
+        // `on_start` and the five messages: its thread ran them all, and nothing else.
+        let id = counter.id().as_u64();
+        wait_for("the five messages handled", || {
+            of(id)["handled"].as_u64().is_some_and(|n| n >= 5)
+        });
+        let counted = of(id)["handled"].as_u64().unwrap();
+        assert!((5..=7).contains(&counted), "{}", of(id));
+        // An agent sharing its thread (the default dispatcher's) has no count of its own.
+        let shared = env.introduce_coop(|c| c.add_agent(Counter)).unwrap();
+        send(&shared, Count).unwrap();
+        assert!(of(shared.id().as_u64())["handled"].is_null());
+        env.stop();
+    })
+    .unwrap();
+}
+
+/// Tells the test the name of the thread it runs on.
+struct WhereAmI(mpsc::Sender<String>);
+impl Agent for WhereAmI {
+    fn on_start(&mut self, _: &mut Context<Self>) {
+        let name = std::thread::current().name().unwrap_or("").to_owned();
+        let _ = self.0.send(name);
+    }
+}
+
+#[test]
+fn worker_threads_show_the_os_threads_names() {
+    use agentbox::dispatcher::{active_obj, one_thread, thread_pool};
+    Environment::launch(|env| {
+        let (tx, rx) = mpsc::channel();
+        let binders = [
+            (
+                "pool",
+                thread_pool::Builder::new()
+                    .name("pool")
+                    .threads(2)
+                    .activity_tracking(true)
+                    .build()
+                    .unwrap(),
+            ),
+            (
+                "solo",
+                one_thread::Builder::new()
+                    .name("solo")
+                    .activity_tracking(true)
+                    .build()
+                    .unwrap(),
+            ),
+            (
+                "own",
+                active_obj::Builder::new()
+                    .name("own")
+                    .activity_tracking(true)
+                    .build()
+                    .unwrap(),
+            ),
+        ];
+        for (_, d) in &binders {
+            env.introduce_coop(|c| {
+                c.set_binder(d.binder());
+                c.add_agent(WhereAmI(tx.clone()));
+            })
+            .unwrap();
+        }
+        let m = Monitor::start(env, "127.0.0.1:0").unwrap();
+        let d = get_json(m.local_addr(), "/api/dispatchers");
+        for _ in &binders {
+            let seen = rx.recv_timeout(PATIENCE).expect("each agent starts");
+            // The thread the agent ran on is one of its dispatcher's units, by name.
+            let (name, _) = binders
+                .iter()
+                .find(|(n, _)| seen.starts_with(n))
+                .unwrap_or_else(|| panic!("thread {seen:?} of no dispatcher"));
+            let disp = d["dispatchers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|x| x["name"] == *name)
+                .unwrap();
+            assert!(
+                disp["units"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|u| u["thread"] == seen.as_str()),
+                "no unit of {name} has the thread {seen:?}: {disp}"
+            );
+        }
+        env.stop();
+    })
+    .unwrap();
+}
+
+#[test]
+fn each_queue_and_thread_says_whose_it_is() {
+    use agentbox::{BindParams, Fifo};
+    Environment::launch(|env| {
+        let pool = agentbox::dispatcher::thread_pool::Builder::new()
+            .name("owned")
+            .threads(1)
+            .activity_tracking(true)
+            .build()
+            .unwrap();
+        env.introduce_coop(|c| {
+            c.set_binder(pool.binder_with(BindParams::new().fifo(Fifo::Individual)));
+            c.add_agent(Lonely);
+        })
+        .unwrap();
+        let shared = {
+            let mut coop = env.make_coop();
+            coop.set_binder(pool.binder());
+            coop.add_agent(Idle);
+            env.register_coop(coop).unwrap()
+        };
+        let m = Monitor::start(env, "127.0.0.1:0").unwrap();
+        let d = get_json(m.local_addr(), "/api/dispatchers");
+        let units = d["dispatchers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["name"] == "owned")
+            .unwrap_or_else(|| panic!("no pool in {d}"))["units"]
+            .as_array()
+            .unwrap()
+            .clone();
+        let owner = |tag: String| {
+            units
+                .iter()
+                .find(|u| u["tag"] == tag.as_str())
+                .unwrap_or_else(|| panic!("no unit {tag} in {units:?}"))["owner"]
+                .clone()
+        };
+        // An agent's own queue: the agent's id, type and name; a coop's: the coop; a
+        // worker thread: its index.
+        let agent_id = get_json(m.local_addr(), "/api/coops")["coops"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|c| c["agents"].as_array().unwrap().clone())
+            .find(|a| a["name"] == "lonely")
+            .unwrap()["id"]
+            .as_u64()
+            .unwrap();
+        assert_eq!(
+            owner(format!("aq-{agent_id}")),
+            format!("agent {agent_id} monitor_api::Lonely \"lonely\"")
+        );
+        assert_eq!(
+            owner(format!("cq-{}", shared.id())),
+            format!("coop {}", shared.id())
+        );
+        assert_eq!(owner("wt-0".into()), "worker thread 0");
         env.stop();
     })
     .unwrap();
@@ -348,6 +641,53 @@ fn the_history_gains_a_sample_a_second() {
             .map(|s| s["t"].as_f64().unwrap())
             .collect();
         assert!(t.windows(2).all(|w| w[0] < w[1]), "{t:?}");
+        env.stop();
+    })
+    .unwrap();
+}
+
+#[test]
+fn the_history_keeps_each_sessions_round_trip_times() {
+    Environment::launch(|env| {
+        let (systems, nodes) = two_nodes(env);
+        let m = Monitor::start(env, "127.0.0.1:0").unwrap();
+        for n in &nodes {
+            m.add_node(n);
+        }
+        let rtt_of = |h: &Value, node: u64, peer: u64| -> Vec<Value> {
+            h["rtt"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["node"] == node && r["peer"] == peer)
+                .map(|r| r["samples"].as_array().unwrap().clone())
+                .unwrap_or_default()
+        };
+        // Pings every 200 ms, a sample a second: two samples with an RTT come.
+        wait_for("two RTT samples of the session 1 → 2", || {
+            let h = get_json(m.local_addr(), "/api/history");
+            rtt_of(&h, 1, 2)
+                .iter()
+                .filter(|s| s["rtt_us"].is_u64())
+                .count()
+                >= 2
+        });
+        let h = get_json(m.local_addr(), "/api/history");
+        let samples = rtt_of(&h, 1, 2);
+        assert!(samples.len() <= 60, "{h}");
+        let times: Vec<f64> = samples.iter().map(|s| s["t"].as_f64().unwrap()).collect();
+        assert!(times.windows(2).all(|w| w[0] < w[1]), "{h}");
+        // The session's line is at the chart's seconds.
+        let chart: Vec<f64> = h["samples"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["t"].as_f64().unwrap())
+            .collect();
+        assert!(times.iter().all(|t| chart.contains(t)), "{h}");
+        for s in &systems {
+            s.stop();
+        }
         env.stop();
     })
     .unwrap();

@@ -105,3 +105,55 @@ fn quantities_come_from_the_dispatchers_whether_or_not_stats_are_on() {
     })
     .unwrap();
 }
+
+struct Note;
+
+/// Subscribes to the mbox it is given.
+struct Listener(Mbox);
+impl Agent for Listener {
+    fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+        let from = self.0.clone();
+        ctx.subscribe(&from).event(|_: &mut Self, _, _: &Note| {})?;
+        Ok(())
+    }
+}
+
+#[test]
+fn named_mboxes_list_their_message_types_and_subscribers_with_the_monitor_feature() {
+    use agentbox::environment::SinkInfo;
+    Environment::launch(|env| {
+        let notes = env.named_mbox("notes");
+        let listener = {
+            let mut coop = env.make_coop();
+            let direct = coop.add_agent(Listener(notes.clone()));
+            env.register_coop(coop).unwrap();
+            direct.id().as_u64()
+        };
+        let snap = env.introspect();
+        if cfg!(not(feature = "monitor")) {
+            assert!(snap.mboxes.is_empty());
+            env.stop();
+            return;
+        }
+        let m = snap
+            .mboxes
+            .iter()
+            .find(|m| m.name == "notes")
+            .unwrap_or_else(|| panic!("no notes in {:?}", snap.mboxes));
+        assert_eq!(m.namespace, None);
+        assert!(m.multi_consumer);
+        assert_eq!(m.id, notes.id());
+        assert_eq!(m.subscriptions.len(), 1, "{m:?}");
+        let s = &m.subscriptions[0];
+        assert_eq!(s.message_type, std::any::type_name::<Note>());
+        assert_eq!(s.subscribers.len(), 1, "{s:?}");
+        match &s.subscribers[0].sink {
+            SinkInfo::Agent(a) => assert_eq!(a.as_u64(), listener),
+            other => panic!("not the agent: {other:?}"),
+        }
+        assert!(s.subscribers[0].subscribed);
+        assert!(!s.subscribers[0].filtered);
+        env.stop();
+    })
+    .unwrap();
+}

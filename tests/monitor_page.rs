@@ -20,6 +20,19 @@ use monitor_support::{get_json, two_nodes, wait_for, PATIENCE};
 struct Sentinel;
 impl Agent for Sentinel {}
 
+struct Headline;
+
+/// Reads the named mbox `news`.
+struct Reader(Mbox);
+impl Agent for Reader {
+    fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+        let news = self.0.clone();
+        ctx.subscribe(&news)
+            .event(|_: &mut Self, _, _: &Headline| {})?;
+        Ok(())
+    }
+}
+
 fn chromium() -> Option<&'static str> {
     ["chromium", "chromium-browser"].into_iter().find(|c| {
         Command::new(c)
@@ -37,6 +50,8 @@ fn dump_dom(browser: &str, url: &str, budget_ms: u32) -> String {
             "--no-sandbox",
             "--disable-gpu",
             "--disable-dev-shm-usage",
+            // A common laptop screen's width: the harmonizer's table must fit it.
+            "--window-size=1400,900",
             &format!("--virtual-time-budget={budget_ms}"),
             "--dump-dom",
             url,
@@ -72,8 +87,10 @@ fn the_page_shows_the_agents_and_sessions_of_two_nodes_live() {
         return;
     };
     Environment::launch(|env| {
+        let news = env.named_mbox("news");
         env.introduce_coop(|c| {
             c.add_agent(Sentinel);
+            c.add_agent(Reader(news.clone()));
         })
         .unwrap();
         let (systems, nodes) = two_nodes(env);
@@ -110,6 +127,19 @@ fn the_page_shows_the_agents_and_sessions_of_two_nodes_live() {
                 .all(|n| n["sessions"][0]["connected"] == true)
         });
 
+        wait_for("a round-trip time in the history", || {
+            get_json(m.local_addr(), "/api/history")["rtt"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|r| {
+                    r["samples"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .any(|s| s["rtt_us"].is_u64())
+                })
+        });
         // The page polls once a second: with 3 s of virtual time it has rendered a few
         // times. A loaded machine may need another go.
         let deadline = Instant::now() + PATIENCE;
@@ -132,12 +162,48 @@ fn the_page_shows_the_agents_and_sessions_of_two_nodes_live() {
             );
             assert!(dom.contains(&row), "no connected session {node} → {peer}:\n{dom}");
         }
+        // Each session's round-trip times over the last minute.
+        let spark = dom
+            .split("data-rtt-samples=\"")
+            .skip(1)
+            .filter_map(|r| r.split('"').next()?.parse::<u32>().ok())
+            .max()
+            .unwrap_or(0);
+        assert!(spark >= 1, "no session's RTT line:\n{dom}");
         // The elastic pool's range and the harmonizer's row of it.
         assert!(dom.contains("data-elastic=\"elastic\""), "{dom}");
         assert!(dom.contains("data-harmonizer=\"elastic\""), "{dom}");
         assert!(dom.contains("<tr data-pool=\"elastic\" data-state=\""), "{dom}");
-        // The chart has samples.
+        // Its states are explained in place, and its table fits 1 400 px without scrolling.
+        assert!(
+            dom.contains("data-states=\"balanced,needy,hoggish,starved\""),
+            "{dom}"
+        );
+        assert!(dom.contains("at least one of its threads was idle"), "{dom}");
+        assert!(
+            dom.contains("class=\"harmonizer\" data-fits=\"true\""),
+            "the harmonizer's table is wider than the page at 1 400 px:\n{dom}"
+        );
+        // The named mbox with its message type and subscriber.
+        let row = dom
+            .split("data-mbox=\"news\" data-message=\"monitor_page::Headline\">")
+            .nth(1)
+            .unwrap_or_else(|| panic!("no row of the mbox news:\n{dom}"));
+        let row = row.split("</tr>").next().unwrap_or("");
+        assert!(row.contains("Reader"), "{row}");
+        // Each queue and thread says whose it is.
+        assert!(
+            dom.contains("data-unit=\"wt-0\" data-owner=\"worker thread 0\""),
+            "{dom}"
+        );
+        assert!(dom.contains("worker thread 0 · thread elastic-0"), "{dom}");
+        // The chart has samples, a time axis of the last minute and value axes.
         assert!(dom.contains("data-samples=\""), "{dom}");
+        assert!(
+            dom.contains("data-x-axis=\"−60 s,−45 s,−30 s,−15 s,now\""),
+            "{dom}"
+        );
+        assert!(dom.contains("data-y-axis=\""), "{dom}");
         for s in &systems {
             s.stop();
         }

@@ -10,6 +10,7 @@
 //! | an agent's current state (feature `monitor`) | the agent's core | the agent changes state |
 //! | queue lengths, threads, busy/idle | the dispatchers' stats sources | (counted anyway) |
 //! | named mboxes, timers, drops | the environment | (counted anyway) |
+//! | named mboxes' subscribers and message types (feature `monitor`) | each multi-consumer mbox | a subscription or filter is made (the type's name) |
 //!
 //! An agent's type name and current state are kept only in builds with the feature
 //! `monitor` (24 bytes an agent, and a lock taken at each state switch); without it they
@@ -89,6 +90,64 @@ pub struct Introspection {
     /// (`disp/<kind>/<name>/…`, `ydb/node<N>/…`, `ic/node<N>/…`; see the table in
     /// [`crate::stats`]). Read whether or not the controller is on.
     pub quantities: Vec<Quantity>,
+    /// The named mboxes ([`Environment::named_mbox`] and
+    /// [`Environment::introduce_named_mbox`]), by namespace then name, each multi-consumer
+    /// one with its message types and their subscribers (feature `monitor`; empty without
+    /// it). Anonymous mboxes ([`Environment::create_mbox`]) are in no registry and are
+    /// not listed.
+    pub mboxes: Vec<MboxInfo>,
+}
+
+/// One named mbox of an [`Introspection`].
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct MboxInfo {
+    /// The namespace it was introduced in; `None` for [`Environment::named_mbox`]'s own.
+    pub namespace: Option<String>,
+    /// Its name.
+    pub name: String,
+    /// Its id.
+    pub id: crate::mbox::MboxId,
+    /// Whether it is multi-consumer.
+    pub multi_consumer: bool,
+    /// For a multi-consumer mbox of the crate's own: each message type subscribed to (or
+    /// filtered) with its subscribers, in delivery order; empty for other mboxes.
+    pub subscriptions: Vec<SubscriptionInfo>,
+}
+
+/// One message type of an [`MboxInfo`] with its subscribers.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct SubscriptionInfo {
+    /// The message type's name ([`std::any::type_name`]).
+    pub message_type: &'static str,
+    /// Who receives it, highest priority first.
+    pub subscribers: Vec<SubscriberInfo>,
+}
+
+/// One subscriber of a [`SubscriptionInfo`].
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct SubscriberInfo {
+    /// Who it is.
+    pub sink: SinkInfo,
+    /// Subscribed (false: only a delivery filter is set, nothing is delivered yet).
+    pub subscribed: bool,
+    /// A delivery filter is set.
+    pub filtered: bool,
+}
+
+/// What a subscriber of an mbox is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SinkInfo {
+    /// An agent.
+    Agent(AgentId),
+    /// Another mbox, through a binding ([`crate::mbox::SingleSinkBinding`] and the like),
+    /// by its name ([`Mbox::name`](crate::Mbox::name)).
+    Mbox(String),
+    /// A sink of the user's own ([`Sink::custom`](crate::Sink::custom)).
+    Custom,
 }
 
 /// One coop of an [`Introspection`].
@@ -226,6 +285,46 @@ impl Environment {
             pending_timers: self.pending_timers(),
             drops: self.drop_counts(),
             quantities: self.0.stats.collect(),
+            mboxes: self.mboxes(),
         }
+    }
+
+    /// The named mboxes with their subscriptions (see [`Introspection::mboxes`]).
+    fn mboxes(&self) -> Vec<MboxInfo> {
+        #[cfg(feature = "monitor")]
+        {
+            use crate::mbox::{MboxKind, Repr};
+            let mut out: Vec<MboxInfo> = Vec::new();
+            // The handles are dropped after the registries' locks are released.
+            let named = self.0.named.alive();
+            for (name, m) in &named {
+                out.push(MboxInfo {
+                    namespace: None,
+                    name: name.clone(),
+                    id: m.id,
+                    multi_consumer: true,
+                    subscriptions: m.snapshot(),
+                });
+            }
+            let introduced = self.0.introduced.all();
+            for (ns, name, m) in &introduced {
+                out.push(MboxInfo {
+                    namespace: Some(ns.clone()),
+                    name: name.clone(),
+                    id: m.id(),
+                    multi_consumer: m.kind() == MboxKind::MultiConsumer,
+                    subscriptions: match &m.0 {
+                        Repr::Mpmc(m) => m.snapshot(),
+                        _ => Vec::new(),
+                    },
+                });
+            }
+            out.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+            drop(named);
+            drop(introduced);
+            out
+        }
+        #[cfg(not(feature = "monitor"))]
+        Vec::new()
     }
 }

@@ -28,7 +28,10 @@ use crossbeam_channel::{Receiver, Sender};
 use parking_lot::{Condvar, Mutex};
 use thiserror::Error;
 
-pub use introspect::{AgentInfo, AgentStatus, CoopInfo, CoopStatus, Introspection};
+pub use introspect::{
+    AgentInfo, AgentStatus, CoopInfo, CoopStatus, Introspection, MboxInfo, SinkInfo,
+    SubscriberInfo, SubscriptionInfo,
+};
 pub use params::EnvParams;
 pub use stop_guard::{StopGuard, StopGuardError};
 pub use wrapped::WrappedEnv;

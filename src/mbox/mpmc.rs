@@ -36,6 +36,10 @@ pub(crate) struct MpmcMbox {
     /// releases the lock (see `deliver`). A change edits the list in place when no send
     /// holds it (`Arc::make_mut`), and copies it otherwise.
     table: RwLock<SmallMap<TypeId, SubscriberList>>,
+    /// The names of the message types subscribed to or filtered here (feature `monitor`:
+    /// the page lists them). Written at a subscription or a filter, never by a send.
+    #[cfg(feature = "monitor")]
+    type_names: parking_lot::Mutex<Vec<(TypeId, &'static str)>>,
 }
 
 type SubscriberList = Arc<Vec<Subscriber>>;
@@ -66,7 +70,58 @@ impl MpmcMbox {
             drops,
             name,
             table: RwLock::new(SmallMap::default()),
+            #[cfg(feature = "monitor")]
+            type_names: Default::default(),
         }
+    }
+
+    /// Keeps `ty`'s name for [`snapshot`](Self::snapshot) (feature `monitor`).
+    fn note_type(&self, ty: MessageType) {
+        #[cfg(feature = "monitor")]
+        {
+            let mut names = self.type_names.lock();
+            if !names.iter().any(|(id, _)| *id == ty.type_id()) {
+                names.push((ty.type_id(), ty.name()));
+            }
+        }
+        #[cfg(not(feature = "monitor"))]
+        let _ = ty;
+    }
+
+    /// Who receives what here now: each message type with its subscribers (feature
+    /// `monitor`; read under the table's read lock, the sinks described after it).
+    #[cfg(feature = "monitor")]
+    pub(crate) fn snapshot(&self) -> Vec<crate::environment::SubscriptionInfo> {
+        use super::sink::SinkRepr;
+        use crate::environment::{SinkInfo, SubscriberInfo, SubscriptionInfo};
+        let lists: Vec<(TypeId, SubscriberList)> = self
+            .table
+            .read()
+            .iter()
+            .map(|(id, list)| (*id, list.clone()))
+            .collect();
+        let names = self.type_names.lock().clone();
+        lists
+            .into_iter()
+            .map(|(id, list)| SubscriptionInfo {
+                message_type: names
+                    .iter()
+                    .find(|(t, _)| *t == id)
+                    .map_or("?", |(_, n)| *n),
+                subscribers: list
+                    .iter()
+                    .map(|s| SubscriberInfo {
+                        sink: match &s.sink.0 {
+                            SinkRepr::Agent(a) => SinkInfo::Agent(a.id()),
+                            SinkRepr::Mbox(m) => SinkInfo::Mbox(m.name()),
+                            SinkRepr::Custom(_) => SinkInfo::Custom,
+                        },
+                        subscribed: s.subscribed,
+                        filtered: s.filter.is_some(),
+                    })
+                    .collect(),
+            })
+            .collect()
     }
 
     pub(crate) fn name(&self) -> String {
@@ -228,6 +283,7 @@ impl MpmcMbox {
                 mbox: self.name(),
             });
         }
+        self.note_type(ty);
         Self::entry(&mut self.table.write(), ty, sink).subscribed = true;
         Ok(())
     }
@@ -245,6 +301,9 @@ impl MpmcMbox {
     }
 
     pub(crate) fn set_filter(&self, ty: MessageType, filter: Option<DeliveryFilter>, sink: &Sink) {
+        if filter.is_some() {
+            self.note_type(ty);
+        }
         let mut table = self.table.write();
         let (old, gone) = match filter {
             Some(f) => (

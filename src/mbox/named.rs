@@ -52,6 +52,17 @@ impl NamedRegistry {
     pub(crate) fn len(&self) -> usize {
         self.map.lock().len()
     }
+
+    /// The named mboxes alive, by name (their handles taken under the lock, which the
+    /// caller no longer holds when it drops them: a last handle's drop calls `forget`).
+    #[cfg(feature = "monitor")]
+    pub(crate) fn alive(&self) -> Vec<(String, Arc<MpmcMbox>)> {
+        self.map
+            .lock()
+            .iter()
+            .filter_map(|(n, w)| Some((n.clone(), w.upgrade()?)))
+            .collect()
+    }
 }
 
 /// Why a named mbox could not be introduced.
@@ -107,6 +118,16 @@ impl Introduced {
     }
 
     /// Drops every introduced mbox (the environment is finishing).
+    /// Every introduced mbox with its namespace and name.
+    #[cfg(feature = "monitor")]
+    pub(crate) fn all(&self) -> Vec<(String, String, Mbox)> {
+        self.map
+            .lock()
+            .iter()
+            .map(|((ns, n), m)| (ns.clone(), n.clone(), m.clone()))
+            .collect()
+    }
+
     pub(crate) fn clear(&self) -> Vec<Mbox> {
         self.map.lock().drain().map(|(_, m)| m).collect()
     }

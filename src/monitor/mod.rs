@@ -2,13 +2,15 @@
 //!
 //! [`Monitor::start`] serves, on a thread of its own, one HTML page and its JSON endpoints:
 //! the environment (uptime, coops, agents, named mboxes, timers, drops), the coop tree
-//! with each agent's type, state, status and own queue, the dispatchers (threads, queues,
+//! with each agent's type, state, status and own queue, the named mboxes with their
+//! message types and subscribers, the dispatchers (threads, queues and whose they are,
 //! per-thread work and wait with activity tracking), the YDB actor systems attached with
 //! [`Monitor::add_system`] (pools, actors, services, dead letters), and the interconnect
 //! nodes attached with [`Monitor::add_node`] (sessions: peer, connected, RTT, bytes and
 //! events in and out, unconfirmed packets, resends, reconnects, last error; refused
 //! handshakes). The page polls `/api/all` once a second and draws the messages handled per
-//! second and the demands waiting over the last minute.
+//! second and the demands waiting over the last minute. `/metrics` serves the same figures
+//! in the Prometheus text format for the tools that scrape (see [Metrics](#metrics)).
 //!
 //! # Security
 //!
@@ -48,8 +50,9 @@
 //!
 //! # Endpoints
 //!
-//! Every endpoint answers `GET` with JSON (`application/json`); other paths answer 404,
-//! other methods 405. Figures that a part of the system does not keep are `null`.
+//! Every endpoint but `/` and `/metrics` answers `GET` with JSON (`application/json`);
+//! other paths answer 404, other methods 405. Figures that a part of the system does not
+//! keep are `null`.
 //!
 //! `GET /` — the page (one static HTML file with plain JavaScript, embedded in the binary).
 //!
@@ -64,16 +67,37 @@
 //! `GET /api/coops` — the coop tree, each coop with its agents (`name` is the agent's name
 //! for agents that have one; `queue` the demands waiting in the agent's own queue on
 //! `active_obj` or an individual FIFO, `null` where the agent shares its queue, whose
-//! per-agent share is not counted):
+//! per-agent share is not counted; `handled` the demands its own thread ran, for an agent
+//! of an `active_obj` dispatcher with activity tracking, `null` elsewhere: no per-agent
+//! count is kept on the message path):
 //!
 //! ```json
 //! {"coops": [{"id": 3, "parent": null, "status": "registered", "queue": null,
 //!   "agents": [{"id": 4, "type_name": "app::Ticker", "name": null, "state": "running",
-//!               "status": "active", "priority": 0, "queue": 0}],
+//!               "status": "active", "priority": 0, "queue": 0, "handled": 120}],
 //!   "children": []}]}
 //! ```
 //!
+//! `GET /api/mboxes` — the named mboxes ([`Environment::named_mbox`] and
+//! [`Environment::introduce_named_mbox`]; anonymous ones are in no registry), each
+//! multi-consumer one with its message types and their subscribers in delivery order: an
+//! agent (`agent` its id, `label` its id, type and name), a binding to another mbox
+//! (`mbox`, `label` that mbox's name) or a custom sink (`custom`); `subscribed` is false
+//! for a subscriber with only a delivery filter set:
+//!
+//! ```json
+//! {"mboxes": [{"namespace": null, "name": "news", "id": 12, "multi_consumer": true,
+//!   "subscriptions": [{"message_type": "app::Headline", "subscribers": [
+//!     {"kind": "agent", "agent": 4, "label": "agent 4 app::Reader", "subscribed": true,
+//!      "filtered": false},
+//!     {"kind": "mbox", "agent": null, "label": "mpmc:15", "subscribed": true,
+//!      "filtered": false}]}]}]}
+//! ```
+//!
 //! `GET /api/dispatchers` — each dispatcher with its queues and worker threads by tag
+//! and `owner`, what the tag stands for (`agent 4 app::Ticker "name"` for an agent's own
+//! queue, `coop 3`, `worker thread 0`; see [`crate::stats`] for the tags), and `thread`,
+//! the OS thread's name for a worker thread (`workers-0`: what a debugger shows)
 //! (`work_*`/`wait_*` with activity tracking, see [`crate::stats`]; `busy_us`, `cpu_us`,
 //! `parked_us` and `events` on the threads of an elastic pool). An elastic pool
 //! (`thread_limits`) also has `elastic`: its thread range, its activation latencies
@@ -84,10 +108,11 @@
 //!
 //! ```json
 //! {"dispatchers": [{"kind": "thread_pool", "name": "workers", "agents": 2, "threads": 2,
-//!   "units": [{"tag": "cq-3", "demands": 0, "work_count": null, "work_ns": null,
+//!   "units": [{"tag": "cq-3", "owner": "coop 3", "thread": null, "demands": 0, "work_count": null, "work_ns": null,
 //!              "wait_count": null, "wait_ns": null, "busy_us": null, "cpu_us": null,
 //!              "parked_us": null, "events": null},
-//!             {"tag": "wt-0", "demands": null, "work_count": null, "work_ns": null,
+//!             {"tag": "wt-0", "owner": "worker thread 0", "thread": "workers-0",
+//!              "demands": null, "work_count": null, "work_ns": null,
 //!              "wait_count": null, "wait_ns": null, "busy_us": 5200, "cpu_us": 4900,
 //!              "parked_us": 994800, "events": 120}],
 //!   "elastic": {"target": 2, "min": 1, "default": 2, "max": 4,
@@ -146,14 +171,72 @@
 //! `GET /api/history` — one sample a second over the last minute, oldest first:
 //! `messages_per_s` is the messages handled per second (demands run by dispatchers with
 //! activity tracking, plus events handled by the attached systems' pools), `queued` the
-//! demands waiting in every dispatcher's queues:
+//! demands waiting in every dispatcher's queues; `rtt` has each attached session's
+//! round-trip time at the same seconds (`null` until a ping came back):
 //!
 //! ```json
-//! {"period_s": 1.0, "samples": [{"t": 41.0, "messages_per_s": 230.0, "queued": 2}]}
+//! {"period_s": 1.0, "samples": [{"t": 41.0, "messages_per_s": 230.0, "queued": 2}],
+//!  "rtt": [{"node": 1, "peer": 2, "samples": [{"t": 41.0, "rtt_us": 180}]}]}
 //! ```
 //!
-//! `GET /api/all` — every view above in one object (`environment`, `coops`, `dispatchers`,
-//! `systems`, `interconnect`, `history`): what the page polls.
+//! `GET /api/all` — every view above in one object (`environment`, `coops`, `mboxes`,
+//! `dispatchers`, `systems`, `interconnect`, `history`): what the page polls.
+//!
+//! # Metrics
+//!
+//! `GET /metrics` — the figures above for the operations tools that scrape (Prometheus,
+//! VictoriaMetrics, the OpenTelemetry collector's Prometheus receiver), in the Prometheus
+//! text exposition format version 0.0.4, content type
+//! `text/plain; version=0.0.4; charset=utf-8`. Each family has its `# HELP` and
+//! `# TYPE`; label values escape `\`, `"` and line feeds; counters end in `_total`.
+//! Series are per drop reason, dispatcher, harmonized pool, attached system and session
+//! peer, never per agent or per message: the number of series follows the system's
+//! shape, not its traffic. A family with nothing to report (no harmonizer attached, say)
+//! has its HELP and TYPE and no series. Like the JSON, the metrics read counters kept
+//! anyway: a scrape costs the message path nothing.
+//!
+//! | metric | type | labels | what |
+//! |---|---|---|---|
+//! | `agentbox_uptime_seconds` | gauge | | seconds since the environment started |
+//! | `agentbox_coops` | gauge | | coops registered now |
+//! | `agentbox_agents` | gauge | | agents of those coops now |
+//! | `agentbox_named_mboxes` | gauge | | named mboxes now |
+//! | `agentbox_pending_timers` | gauge | | timers waiting to fire now |
+//! | `agentbox_dropped_messages_total` | counter | `reason` | messages `send` accepted and then dropped, one series per field of [`DropCounts`](crate::DropCounts) ([`by_reason`](crate::DropCounts::by_reason)) |
+//! | `agentbox_dispatcher_agents` | gauge | `kind`, `dispatcher` | agents bound to the dispatcher |
+//! | `agentbox_dispatcher_threads` | gauge | `kind`, `dispatcher` | its worker threads |
+//! | `agentbox_dispatcher_queued_demands` | gauge | `kind`, `dispatcher` | demands waiting in its queues (their sum: its agents' and coops' queues are not series of their own) |
+//! | `agentbox_dispatcher_handled_demands_total` | counter | `kind`, `dispatcher` | demands its threads ran (dispatchers with activity tracking only) |
+//! | `agentbox_harmonizer_iterations_total` | counter | `harmonizer` | steps the harmonizer ran (`harmonizer`: its attachment order, from 0) |
+//! | `agentbox_harmonizer_pool_state` | gauge | `harmonizer`, `pool`, `state` | 1 for the pool's state at the last step, 0 for the others; `state` is `balanced`, `needy`, `hoggish` or `starved` |
+//! | `agentbox_harmonizer_pool_threads` | gauge | `harmonizer`, `pool` | the pool's thread count at the last step |
+//! | `agentbox_ydb_dead_letters_total` | counter | `node` | dead letters of the attached system since it started |
+//! | `agentbox_ydb_dead_letters_by_reason_total` | counter | `node`, `reason` | its dead letters since it was attached, by reason (`ActorUnknown`, …) |
+//! | `agentbox_ydb_pool_threads` | gauge | `node`, `pool` | threads of the system's pool |
+//! | `agentbox_ydb_pool_actors` | gauge | `node`, `pool` | actors in the pool now |
+//! | `agentbox_ydb_pool_handled_events_total` | counter | `node`, `pool` | events the pool handled |
+//! | `agentbox_ydb_pool_queue_length` | gauge | `node`, `pool` | events waiting in the pool now |
+//! | `agentbox_interconnect_session_connected` | gauge | `node`, `peer` | 1 while the session with `peer` has a connection up |
+//! | `agentbox_interconnect_rtt_seconds` | gauge | `node`, `peer` | the last round-trip time a ping measured (once one came back) |
+//! | `agentbox_interconnect_sent_bytes_total` | counter | `node`, `peer` | bytes written to the session's sockets |
+//! | `agentbox_interconnect_received_bytes_total` | counter | `node`, `peer` | bytes read from them |
+//! | `agentbox_interconnect_sent_events_total` | counter | `node`, `peer` | events sent (once each, resends not counted) |
+//! | `agentbox_interconnect_received_events_total` | counter | `node`, `peer` | events received and handed to the local system |
+//! | `agentbox_interconnect_resent_packets_total` | counter | `node`, `peer` | data packets sent again after a reconnect |
+//! | `agentbox_interconnect_reconnects_total` | counter | `node`, `peer` | connections made after a session's first (resumes) |
+//! | `agentbox_interconnect_refused_events_total` | counter | `node`, `peer` | events refused because the session held its limit |
+//! | `agentbox_interconnect_queued_events` | gauge | `node`, `peer` | events waiting to leave now |
+//! | `agentbox_interconnect_unconfirmed_packets` | gauge | `node`, `peer` | data packets sent and not yet confirmed |
+//!
+//! The interconnect's families are there with the feature `interconnect` (on by default);
+//! `node` is the attached node's id, `peer` the other side's.
+//!
+//! ```text
+//! # HELP agentbox_dropped_messages_total Messages accepted by send and then dropped, by reason, since the environment started.
+//! # TYPE agentbox_dropped_messages_total counter
+//! agentbox_dropped_messages_total{reason="no_subscribers"} 3
+//! agentbox_dropped_messages_total{reason="filtered"} 0
+//! ```
 //!
 //! # Examples
 //!
@@ -184,6 +267,7 @@
 
 mod elastic_view;
 mod http;
+mod metrics;
 mod server;
 mod sink;
 mod view;

@@ -13,9 +13,10 @@ use parking_lot::Mutex;
 use serde::Serialize;
 
 use super::view::{
-    CoopsView, DispatchersView, EnvView, InterconnectView, NodeView, SystemView, SystemsView,
+    CoopsView, DispatchersView, EnvView, InterconnectView, MboxesView, NodeView, SystemView,
+    SystemsView,
 };
-use super::{http, Shared};
+use super::{http, metrics, Shared};
 use crate::environment::{Environment, WeakEnv};
 use crate::harmonizer::HarmonizerStats;
 
@@ -37,6 +38,23 @@ struct Sample {
 struct History {
     period_s: f64,
     samples: Vec<Sample>,
+    /// Each attached node's sessions' round-trip times over the same minute.
+    rtt: Vec<RttHistory>,
+}
+
+/// One session's round-trip times, a sample a second (`null` before a ping came back
+/// or while the session has none).
+#[derive(Serialize, Clone)]
+struct RttHistory {
+    node: u32,
+    peer: u32,
+    samples: VecDeque<RttSample>,
+}
+
+#[derive(Serialize, Clone, Copy)]
+struct RttSample {
+    t: f64,
+    rtt_us: Option<u128>,
 }
 
 /// The chart's figures, sampled by the server's thread.
@@ -44,9 +62,49 @@ struct Sampler {
     started: Instant,
     last: Option<(Instant, u64)>,
     samples: VecDeque<Sample>,
+    rtt: Vec<RttHistory>,
 }
 
 impl Sampler {
+    /// Adds each attached session's round-trip time at `t` (a session seen for the
+    /// first time starts its own line; one whose node was let go keeps its samples until
+    /// they are a minute old).
+    fn sample_rtt(&mut self, shared: &Shared, t: f64) {
+        #[cfg(feature = "interconnect")]
+        for ic in shared.nodes.lock().iter() {
+            let node = ic.node_id();
+            for s in ic.stats() {
+                let at = match self
+                    .rtt
+                    .iter()
+                    .position(|h| h.node == node && h.peer == s.peer_node)
+                {
+                    Some(at) => at,
+                    None => {
+                        self.rtt.push(RttHistory {
+                            node,
+                            peer: s.peer_node,
+                            samples: VecDeque::new(),
+                        });
+                        self.rtt.len() - 1
+                    }
+                };
+                self.rtt[at].samples.push_back(RttSample {
+                    t,
+                    rtt_us: s.rtt.map(|d| d.as_micros()),
+                });
+            }
+        }
+        #[cfg(not(feature = "interconnect"))]
+        let _ = shared;
+        for h in &mut self.rtt {
+            while h.samples.front().is_some_and(|s| t - s.t >= SAMPLES as f64) {
+                h.samples.pop_front();
+            }
+        }
+        self.rtt.retain(|h| !h.samples.is_empty());
+    }
+
     fn sample(&mut self, env: &Environment, shared: &Shared) {
         let quantities = env.0.stats.collect();
         let systems = shared.systems.lock();
@@ -97,17 +155,20 @@ impl Sampler {
         if self.samples.len() == SAMPLES {
             self.samples.pop_front();
         }
+        let t = now.duration_since(self.started).as_secs_f64();
         self.samples.push_back(Sample {
-            t: now.duration_since(self.started).as_secs_f64(),
+            t,
             messages_per_s: rate,
             queued,
         });
+        self.sample_rtt(shared, t);
     }
 
     fn history(&self) -> History {
         History {
             period_s: PERIOD.as_secs_f64(),
             samples: self.samples.iter().copied().collect(),
+            rtt: self.rtt.clone(),
         }
     }
 }
@@ -138,6 +199,7 @@ pub(crate) fn run(listener: TcpListener, shared: Arc<Shared>, env: WeakEnv) {
         history: Mutex::new(History {
             period_s: PERIOD.as_secs_f64(),
             samples: Vec::new(),
+            rtt: Vec::new(),
         }),
         closing: AtomicBool::new(false),
     });
@@ -145,6 +207,7 @@ pub(crate) fn run(listener: TcpListener, shared: Arc<Shared>, env: WeakEnv) {
         started: Instant::now(),
         last: None,
         samples: VecDeque::with_capacity(SAMPLES),
+        rtt: Vec::new(),
     };
     let mut next_sample = Instant::now();
     let mut connections: Vec<JoinHandle<()>> = Vec::new();
@@ -218,24 +281,30 @@ fn answer(head: &http::Head, ctx: &Ctx) -> http::Answer {
         }
         "/api/environment" => json(&EnvView::new(&env.introspect())),
         "/api/coops" => json(&CoopsView::new(&env.introspect())),
+        "/api/mboxes" => json(&MboxesView::new(&env.introspect())),
         "/api/dispatchers" => json(&DispatchersView::new(
-            &env.0.stats.collect(),
+            &env.introspect(),
             &harmonizers(shared),
         )),
         "/api/systems" => json(&systems(shared)),
         "/api/interconnect" => json(&interconnect(shared)),
         "/api/history" => json(&*ctx.history.lock()),
+        "/metrics" => {
+            return http::Answer {
+                status: 200,
+                content_type: metrics::CONTENT_TYPE,
+                body: metrics::render(&env.introspect(), shared, &harmonizers(shared)),
+            };
+        }
         "/api/all" => {
             let snap = env.introspect();
             let mut all = BTreeMap::new();
             all.insert("environment", value(&EnvView::new(&snap)));
             all.insert("coops", value(&CoopsView::new(&snap)));
+            all.insert("mboxes", value(&MboxesView::new(&snap)));
             all.insert(
                 "dispatchers",
-                value(&DispatchersView::new(
-                    &snap.quantities,
-                    &harmonizers(shared),
-                )),
+                value(&DispatchersView::new(&snap, &harmonizers(shared))),
             );
             all.insert("systems", value(&systems(shared)));
             all.insert("interconnect", value(&interconnect(shared)));

@@ -6,8 +6,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::actors::ActorSystem;
-use crate::environment::{AgentStatus, CoopInfo, CoopStatus, Introspection};
-use crate::stats::Quantity;
+use crate::environment::{AgentStatus, CoopInfo, CoopStatus, Introspection, SinkInfo};
 
 use super::elastic_view::{ElasticView, HarmonizerView};
 use super::sink::DeadLetterLog;
@@ -33,16 +32,7 @@ impl EnvView {
             agents: snap.coops.iter().map(|c| c.agents.len()).sum(),
             named_mboxes: snap.named_mboxes,
             pending_timers: snap.pending_timers,
-            drops: BTreeMap::from([
-                ("no_subscribers", d.no_subscribers),
-                ("filtered", d.filtered),
-                ("over_limit", d.over_limit),
-                ("no_handler", d.no_handler),
-                ("at_deregistration", d.at_deregistration),
-                ("redirection_depth", d.redirection_depth),
-                ("refused", d.refused),
-                ("receiver_finished", d.receiver_finished),
-            ]),
+            drops: d.by_reason().collect(),
         }
     }
 }
@@ -74,17 +64,32 @@ struct AgentView {
     priority: usize,
     /// Demands waiting in the agent's own queue (`active_obj`, an individual FIFO).
     queue: Option<usize>,
+    /// Demands the agent's own thread ran: an agent of an `active_obj` dispatcher with
+    /// activity tracking (its thread runs only its demands); `null` elsewhere, where no
+    /// per-agent count is kept (one would cost an increment per message).
+    handled: Option<usize>,
 }
 
 impl CoopsView {
     pub(crate) fn new(snap: &Introspection) -> Self {
         // Queues of one agent or one coop, by their tags (`ao-<id>`, `aq-<id>`, `cq-<id>`).
         let mut own = BTreeMap::new();
+        let mut run = BTreeMap::new();
         for q in &snap.quantities {
-            if q.suffix == "demands.count" && q.prefix.starts_with("disp/") {
-                if let Some(tag) = q.prefix.rsplit('/').next() {
+            if !q.prefix.starts_with("disp/") {
+                continue;
+            }
+            let Some(tag) = q.prefix.rsplit('/').next() else {
+                continue;
+            };
+            match q.suffix {
+                "demands.count" => {
                     own.insert(tag.to_owned(), q.value);
                 }
+                "work.count" if tag.starts_with("ao-") => {
+                    run.insert(tag.to_owned(), q.value);
+                }
+                _ => {}
             }
         }
         let view = |c: &CoopInfo| CoopView {
@@ -118,6 +123,7 @@ impl CoopsView {
                             .get(&format!("ao-{id}"))
                             .or_else(|| own.get(&format!("aq-{id}")))
                             .copied(),
+                        handled: run.get(&format!("ao-{id}")).copied(),
                     }
                 })
                 .collect(),
@@ -142,6 +148,109 @@ impl CoopsView {
             coops: nodes.into_values().collect(),
         }
     }
+}
+
+/// `GET /api/mboxes`: the named mboxes with their message types and subscribers.
+#[derive(Serialize)]
+pub(crate) struct MboxesView {
+    mboxes: Vec<MboxView>,
+}
+
+#[derive(Serialize)]
+struct MboxView {
+    namespace: Option<String>,
+    name: String,
+    id: u64,
+    multi_consumer: bool,
+    subscriptions: Vec<SubscriptionView>,
+}
+
+#[derive(Serialize)]
+struct SubscriptionView {
+    message_type: &'static str,
+    subscribers: Vec<SubscriberView>,
+}
+
+#[derive(Serialize)]
+struct SubscriberView {
+    /// `agent`, `mbox` (a binding to another mbox) or `custom`.
+    kind: &'static str,
+    /// The agent's id, for an agent.
+    agent: Option<u64>,
+    /// Who it is, in words: `agent 4 app::Ticker "name"`, the bound mbox's name, `custom sink`.
+    label: String,
+    subscribed: bool,
+    filtered: bool,
+}
+
+impl MboxesView {
+    pub(crate) fn new(snap: &Introspection) -> Self {
+        let agents = agent_words(snap);
+        MboxesView {
+            mboxes: snap
+                .mboxes
+                .iter()
+                .map(|m| MboxView {
+                    namespace: m.namespace.clone(),
+                    name: m.name.clone(),
+                    id: m.id.0,
+                    multi_consumer: m.multi_consumer,
+                    subscriptions: m
+                        .subscriptions
+                        .iter()
+                        .map(|s| SubscriptionView {
+                            message_type: s.message_type,
+                            subscribers: s
+                                .subscribers
+                                .iter()
+                                .map(|x| {
+                                    let (kind, agent, label) = match &x.sink {
+                                        SinkInfo::Agent(a) => {
+                                            let id = a.as_u64();
+                                            let words = agents
+                                                .get(&id)
+                                                .cloned()
+                                                .unwrap_or_else(|| format!("agent {id}"));
+                                            ("agent", Some(id), words)
+                                        }
+                                        SinkInfo::Mbox(name) => ("mbox", None, name.clone()),
+                                        _ => ("custom", None, "custom sink".to_owned()),
+                                    };
+                                    SubscriberView {
+                                        kind,
+                                        agent,
+                                        label,
+                                        subscribed: x.subscribed,
+                                        filtered: x.filtered,
+                                    }
+                                })
+                                .collect(),
+                        })
+                        .collect(),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Each agent of the snapshot in words: `agent 4 app::Ticker "name"`.
+fn agent_words(snap: &Introspection) -> BTreeMap<u64, String> {
+    snap.coops
+        .iter()
+        .flat_map(|c| c.agents.iter())
+        .map(|a| {
+            let id = a.id.as_u64();
+            let mut words = format!("agent {id}");
+            if let Some(t) = a.type_name {
+                words.push(' ');
+                words.push_str(t);
+            }
+            if let Some(n) = &a.name {
+                words.push_str(&format!(" \"{n}\""));
+            }
+            (id, words)
+        })
+        .collect()
 }
 
 /// `GET /api/dispatchers`.
@@ -170,6 +279,14 @@ struct DispatcherView {
 #[derive(Serialize, Default)]
 struct UnitView {
     tag: String,
+    /// What the tag stands for, in words: `agent 5 app::Ticker "name"` for an agent's own
+    /// queue (`ao-5`, `aq-5`), `coop 3` for a coop's (`cq-3`), `worker thread 0` (`wt-0`),
+    /// `worker thread` (`wt`, a dispatcher of one thread), `priority 2` (`p2`); `null` for a tag of another form.
+    owner: Option<String>,
+    /// The OS thread's name (as `std::thread::current().name()`, a debugger or `top -H`
+    /// show it) for a worker thread of a `thread_pool` or `adv_thread_pool` (`wt-N`), a
+    /// `one_thread` (`wt`) or an `active_obj` agent's (`ao-ID`); `null` for other units.
+    thread: Option<String>,
     /// Demands waiting in this queue.
     demands: Option<usize>,
     /// With activity tracking: demands run by this thread and the time they took.
@@ -194,7 +311,9 @@ struct QuantityView {
 }
 
 impl DispatchersView {
-    pub(crate) fn new(quantities: &[Quantity], harmonizers: &[HarmonizerStats]) -> Self {
+    pub(crate) fn new(snap: &Introspection, harmonizers: &[HarmonizerStats]) -> Self {
+        let quantities = &snap.quantities;
+        let agents = agent_words(snap);
         let mut disps: BTreeMap<(String, String), DispatcherView> = BTreeMap::new();
         let mut units: BTreeMap<(String, String), BTreeMap<String, UnitView>> = BTreeMap::new();
         let mut other = Vec::new();
@@ -237,6 +356,8 @@ impl DispatchersView {
                         .entry(tag.to_owned())
                         .or_insert_with(|| UnitView {
                             tag: tag.to_owned(),
+                            owner: owner(tag, &agents),
+                            thread: thread_name(kind, name, tag),
                             ..UnitView::default()
                         });
                     let v = Some(q.value);
@@ -265,6 +386,38 @@ impl DispatchersView {
             harmonizers: harmonizers.iter().map(HarmonizerView::new).collect(),
             other,
         }
+    }
+}
+
+/// The OS name of a unit's thread, by the dispatchers' naming rules (see [`UnitView::thread`]).
+fn thread_name(kind: &str, name: &str, tag: &str) -> Option<String> {
+    match (kind, tag.split_once('-')) {
+        ("thread_pool" | "adv_thread_pool", Some(("wt", n))) | ("active_obj", Some(("ao", n))) => {
+            Some(format!("{name}-{n}"))
+        }
+        ("one_thread", None) if tag == "wt" => Some(name.to_owned()),
+        _ => None,
+    }
+}
+
+/// What a unit's tag stands for, in words (see [`UnitView::owner`]).
+fn owner(tag: &str, agents: &BTreeMap<u64, String>) -> Option<String> {
+    if tag == "wt" {
+        return Some("worker thread".to_owned());
+    }
+    let (kind, n) = tag.split_once('-').unwrap_or_else(|| tag.split_at(1));
+    let n: u64 = n.parse().ok()?;
+    match kind {
+        "ao" | "aq" => Some(
+            agents
+                .get(&n)
+                .cloned()
+                .unwrap_or_else(|| format!("agent {n}")),
+        ),
+        "cq" => Some(format!("coop {n}")),
+        "wt" => Some(format!("worker thread {n}")),
+        "p" => Some(format!("priority {n}")),
+        _ => None,
     }
 }
 

@@ -15,6 +15,8 @@ mod driver;
 mod input;
 mod lifecycle;
 mod outbox;
+#[cfg(test)]
+mod tests;
 
 use std::collections::VecDeque;
 use std::net::Shutdown;

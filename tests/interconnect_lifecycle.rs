@@ -376,6 +376,43 @@ fn a_stopping_node_closes_cleanly_and_takes_what_the_peer_sends_meanwhile() {
     rig.wrapped.stop_then_join().unwrap();
 }
 
+/// The rule (`SessionStats::last_error`): the last error stays once the session is
+/// connected again, and `last_error_at` says when it happened, so that an operator can
+/// tell an error of an earlier outage from one of the connection of the moment. (A user
+/// saw `connected: true` beside a `last_error` with nothing to say how old it was.)
+#[test]
+fn the_last_error_says_when_it_happened_and_stays_once_connected_again() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let rig = Rig::start(listener.local_addr().unwrap().port(), |s| {
+        s.lost_connection_timeout(Duration::from_secs(3600))
+    });
+    let before = std::time::SystemTime::now();
+    rig.send(1, EventFlags::empty());
+    // The first attempt fails: node 2 closes the connection at its initial packet.
+    let (stream, _) = FakePeer::accept_initial(&listener);
+    drop(stream);
+    wait_until("node 1 saw the attempt fail", || {
+        rig.stats().last_error.is_some()
+    });
+    let failed = rig.stats();
+    let at = failed.last_error_at.expect("when it failed");
+    assert!(
+        before <= at && at <= std::time::SystemTime::now(),
+        "{failed:?}"
+    );
+    // The next one succeeds.
+    let (stream, hello) = FakePeer::accept_initial(&listener);
+    let _peer = FakePeer::accept_new(stream, &hello, session_id(1000));
+    wait_until("node 1 is connected", || rig.stats().connected);
+    let st = rig.stats();
+    assert!(
+        matches!(st.last_error, Some(SessionError::Handshake(_))),
+        "{st:?}"
+    );
+    assert_eq!(st.last_error_at, Some(at), "{st:?}");
+    rig.wrapped.stop_then_join().unwrap();
+}
+
 #[test]
 fn a_resume_refused_by_a_restarted_peer_starts_a_new_session_with_what_never_left() {
     // Node 2 is the test, listening where the name service says.

@@ -207,7 +207,10 @@ impl Session {
         st.ping_responses.clear();
         self.epoch.fetch_add(1, Ordering::AcqRel);
         st.stats.sessions_ended += 1;
-        st.stats.last_error = Some(err);
+        let lost = fallout.failed.len();
+        st.stats.events_not_delivered += lost as u64;
+        log_end(node, self.peer, &err, &fallout.failed);
+        st.stats.record_error(err);
         // The writer of the ended connection stops at its next look; the driver starts the
         // next session now if events wait.
         if st.driver_waiting {
@@ -215,5 +218,37 @@ impl Session {
             self.cond.notify_one();
         }
         fallout
+    }
+}
+
+/// Logs a session's end once: a warning with the number of events it did not deliver
+/// (`unsure`: of them, those sent and never confirmed), or, with none, a warning unless
+/// the end is an ordinary one (a clean close by the peer, our node stopping, a restarted
+/// peer), which is only a debug line.
+fn log_end(
+    node: &NodeShared,
+    peer: u32,
+    err: &SessionError,
+    failed: &[(crate::actors::EventHandle, bool)],
+) {
+    let node = node.node_id;
+    if !failed.is_empty() {
+        let unsure = failed.iter().filter(|(_, unsure)| *unsure).count();
+        tracing::warn!(
+            node,
+            peer,
+            error = %err,
+            not_delivered = failed.len(),
+            unsure,
+            "interconnect session ended: {} events not delivered to node {peer}",
+            failed.len()
+        );
+        return;
+    }
+    match err {
+        SessionError::ClosedByPeer | SessionError::Stopping | SessionError::PeerRestarted => {
+            tracing::debug!(node, peer, error = %err, "interconnect session ended");
+        }
+        _ => tracing::warn!(node, peer, error = %err, "interconnect session ended"),
     }
 }

@@ -304,6 +304,42 @@ fn a_handshake_with_a_stale_serial_is_dropped_and_the_session_goes_on() {
     rig.wrapped.stop_then_join().unwrap();
 }
 
+/// The stale-serial rule with the session started by node 1's own connect: node 2's
+/// answer names its program and serial, and a later new-session request from that program
+/// must carry a higher serial (YDB keeps the mark from both directions): a lower or equal
+/// one (a replayed or delayed handshake) is dropped and the session goes on.
+#[test]
+fn a_request_at_or_below_the_serial_of_the_peer_s_answer_to_our_connect_is_dropped() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let rig = Rig::start(listener.local_addr().unwrap().port(), |s| s);
+    rig.send(1, EventFlags::empty());
+    let (stream, hello) = FakePeer::accept_initial(&listener);
+    let mut ours = FakePeer::accept_new(stream, &hello, session_id(1000));
+    ours.read_until(SOON, |p| !events_of(&p.packet.payload).is_empty())
+        .unwrap();
+    // (Another session id than the one node 1 knows: a request naming that one is a
+    // connect of node 2's that lost a race, refused quietly before the serial is looked at.)
+    for serial in [500, 1000] {
+        let mut r = request(session_id(serial + 1), 1, false);
+        r.serial = serial;
+        let err = FakePeer::connect(rig.addr, r)
+            .err()
+            .unwrap_or_else(|| panic!("serial {serial} got a session"));
+        assert!(err.contains("reading"), "serial {serial}: {err}");
+    }
+    wait_until("both refusals are recorded", || {
+        let stale = |serial| HandshakeError::StaleSerial { serial, last: 1000 };
+        let refused = rig.node.ic.refusals();
+        [500, 1000]
+            .into_iter()
+            .all(|s| refused.iter().any(|r| r.reason == stale(s)))
+    });
+    let st = rig.stats();
+    assert_eq!((st.sessions_ended, st.connected), (0, true), "{st:?}");
+    assert_eq!(st.peer_session_id, session_id(1000), "{st:?}");
+    rig.wrapped.stop_then_join().unwrap();
+}
+
 #[test]
 fn a_clean_close_with_nothing_pending_ends_the_session_at_once() {
     let w = WrappedEnv::new(|_| {}).unwrap();

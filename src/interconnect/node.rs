@@ -714,7 +714,15 @@ fn close_after_linger(streams: Vec<Arc<IcStream>>, linger: Duration) {
 ///   (the peer may have processed it) is forwarded or gets it only if it also asked for
 ///   `GENERATE_UNSURE_UNDELIVERED` (then `unsure: true`). When the peer restarted (it
 ///   refuses a resume, or asks for a new session), the queued events go out in a new
-///   session instead, started at once.
+///   session instead, started at once. A session that ends with events it did not
+///   deliver logs their number once (a `tracing` warning) and counts them in its
+///   [`SessionStats::events_not_delivered`](super::SessionStats::events_not_delivered);
+///   those dropped count as the environment's
+///   [`DropCounts::unreachable`](crate::DropCounts::unreachable).
+/// - **Stopping** closes every connection cleanly (an end of stream; what the peer sends
+///   meanwhile is taken for [`close_linger`](super::InterconnectSetup::close_linger)),
+///   also one whose handshake was answered but not yet installed: a peer with nothing
+///   pending ends its session at once.
 /// - **Bounded queues**: a session queues at most
 ///   [`max_queued_events`](super::InterconnectSetup::max_queued_events) events and
 ///   [`max_queued_bytes`](super::InterconnectSetup::max_queued_bytes) bytes; an event

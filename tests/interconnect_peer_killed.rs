@@ -266,8 +266,11 @@ fn the_events_an_unreachable_peer_never_got_are_counted_as_unreachable_and_logge
         node.system
             .send_with(to, me, Ping(n), EventFlags::empty(), n);
     }
-    wait_until("the session ends", || {
+    // The drops are counted once the session's end has reported its events (after
+    // `sessions_ended` shows it).
+    wait_until("the session ends and its events are counted", || {
         node.ic.session_stats(2).unwrap().sessions_ended == 1
+            && w.environment().drop_counts().total() >= EVENTS
     });
     let drops = w.environment().drop_counts();
     assert_eq!(drops.unreachable, EVENTS, "{drops:?}");

@@ -133,6 +133,13 @@ fn a_node_stopping_between_its_answer_and_its_install_closes_that_connection_cle
     let (local, _) = l.accept().unwrap();
 
     // The node's resume handshake claims the session, then waits in the write of its reply.
+    // Small fixed buffers (no autotuning), so that nothing frees room for the reply.
+    socket2::SockRef::from(&remote)
+        .set_recv_buffer_size(4096)
+        .unwrap();
+    socket2::SockRef::from(&local)
+        .set_send_buffer_size(4096)
+        .unwrap();
     let filled = fill(&local);
     remote
         .write_all(&InitialPacket::resume(peer, ours, 0).encode())
@@ -142,6 +149,10 @@ fn a_node_stopping_between_its_answer_and_its_install_closes_that_connection_cle
         std::thread::spawn(move || handshake::accept(&node, local))
     };
     wait_until("the resume claims the session", || {
+        assert!(
+            !accepting.is_finished(),
+            "the handshake did not wait in its reply"
+        );
         s.state.lock().accepting.is_some()
     });
     ic.stop();

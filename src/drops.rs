@@ -18,6 +18,7 @@ pub(crate) enum DropReason {
     RedirectionDepth,
     Refused,
     ReceiverFinished,
+    Unreachable,
 }
 
 impl DropReason {
@@ -34,7 +35,7 @@ impl DropReason {
 /// drop paths touch it.
 #[derive(Default)]
 pub(crate) struct DropCounters {
-    counts: [AtomicU64; 8],
+    counts: [AtomicU64; 9],
     /// With [`EnvParams::log_drops`](crate::EnvParams::log_drops): the (reason, agent type,
     /// message type) keys logged already.
     logged: Option<Mutex<AHashSet<DropKey>>>,
@@ -90,6 +91,7 @@ impl DropCounters {
             redirection_depth: get(DropReason::RedirectionDepth),
             refused: get(DropReason::Refused),
             receiver_finished: get(DropReason::ReceiverFinished),
+            unreachable: get(DropReason::Unreachable),
         }
     }
 }
@@ -142,6 +144,19 @@ pub struct DropCounts {
     /// its worker reaches before the agent's `on_finish`, while the coop deregisters,
     /// counts as [`at_deregistration`](Self::at_deregistration).)
     pub receiver_finished: u64,
+    /// Events of an actor system for another node that the node could not be reached to
+    /// deliver ([`DeadLetterReason::Disconnected`](crate::actors::DeadLetterReason::Disconnected)):
+    /// queued or sent (and never confirmed) in an interconnect session that ended (the peer
+    /// stayed unreachable for the lost-connection timeout, was found dead, refused us, or
+    /// our interconnect stopped), or sent when no session could take them. Each session
+    /// that ends so also logs, once, how many of its events it did not deliver (a `tracing`
+    /// warning), and the interconnect's `SessionStats::events_not_delivered` says which
+    /// peer's.
+    ///
+    /// Counted whether or not anyone listens on the system's dead-letters mbox (their dead
+    /// letters are not counted again as [`no_subscribers`](Self::no_subscribers)); an event
+    /// forwarded on non-delivery (`FORWARD_ON_NONDELIVERY`) is not dropped and not counted.
+    pub unreachable: u64,
 }
 
 impl DropCounts {
@@ -155,6 +170,7 @@ impl DropCounts {
             + self.redirection_depth
             + self.refused
             + self.receiver_finished
+            + self.unreachable
     }
 
     /// Every reason with its count, as `(name, count)` pairs: the names are the fields'
@@ -183,6 +199,7 @@ impl DropCounts {
             redirection_depth,
             refused,
             receiver_finished,
+            unreachable,
         } = *self;
         [
             ("no_subscribers", no_subscribers),
@@ -193,6 +210,7 @@ impl DropCounts {
             ("redirection_depth", redirection_depth),
             ("refused", refused),
             ("receiver_finished", receiver_finished),
+            ("unreachable", unreachable),
         ]
         .into_iter()
     }

@@ -16,7 +16,7 @@
 //! | `coop_repository` | `coop.count` | coops registered (deregistering included) |
 //! | `mbox_repository` | `named_mbox.count` | named mboxes alive |
 //! | `timer_thread` | `timer.count` | timers pending (scheduled, not cancelled, not done) |
-//! | `drops` | `no_subscribers.count`, `filtered.count`, `over_limit.count`, `no_handler.count`, `at_deregistration.count`, `redirection_depth.count`, `refused.count`, `receiver_finished.count` | messages accepted by `send` and then dropped, by reason, since the environment started (see [`DropCounts`](crate::DropCounts)) |
+//! | `drops` | `no_subscribers.count`, `filtered.count`, `over_limit.count`, `no_handler.count`, `at_deregistration.count`, `redirection_depth.count`, `refused.count`, `receiver_finished.count`, `unreachable.count` | messages accepted by `send` and then dropped, by reason, since the environment started (see [`DropCounts`](crate::DropCounts)) |
 //! | `disp/<kind>/<name>` | `agent.count` | agents bound to the dispatcher |
 //! | `disp/<kind>/<name>` | `threads.count` | its worker threads |
 //! | `disp/<kind>/<name>/<queue>` | `demands.count` | demands waiting in one queue |
@@ -238,6 +238,7 @@ impl StatsCore {
             ("redirection_depth.count", drops.redirection_depth),
             ("refused.count", drops.refused),
             ("receiver_finished.count", drops.receiver_finished),
+            ("unreachable.count", drops.unreachable),
         ] {
             send(Quantity {
                 prefix: "drops".into(),

@@ -304,6 +304,42 @@ fn a_handshake_with_a_stale_serial_is_dropped_and_the_session_goes_on() {
     rig.wrapped.stop_then_join().unwrap();
 }
 
+/// The stale-serial rule with the session started by node 1's own connect: node 2's
+/// answer names its program and serial, and a later new-session request from that program
+/// must carry a higher serial (YDB keeps the mark from both directions): a lower or equal
+/// one (a replayed or delayed handshake) is dropped and the session goes on.
+#[test]
+fn a_request_at_or_below_the_serial_of_the_peer_s_answer_to_our_connect_is_dropped() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let rig = Rig::start(listener.local_addr().unwrap().port(), |s| s);
+    rig.send(1, EventFlags::empty());
+    let (stream, hello) = FakePeer::accept_initial(&listener);
+    let mut ours = FakePeer::accept_new(stream, &hello, session_id(1000));
+    ours.read_until(SOON, |p| !events_of(&p.packet.payload).is_empty())
+        .unwrap();
+    // (Another session id than the one node 1 knows: a request naming that one is a
+    // connect of node 2's that lost a race, refused quietly before the serial is looked at.)
+    for serial in [500, 1000] {
+        let mut r = request(session_id(serial + 1), 1, false);
+        r.serial = serial;
+        let err = FakePeer::connect(rig.addr, r)
+            .err()
+            .unwrap_or_else(|| panic!("serial {serial} got a session"));
+        assert!(err.contains("reading"), "serial {serial}: {err}");
+    }
+    wait_until("both refusals are recorded", || {
+        let stale = |serial| HandshakeError::StaleSerial { serial, last: 1000 };
+        let refused = rig.node.ic.refusals();
+        [500, 1000]
+            .into_iter()
+            .all(|s| refused.iter().any(|r| r.reason == stale(s)))
+    });
+    let st = rig.stats();
+    assert_eq!((st.sessions_ended, st.connected), (0, true), "{st:?}");
+    assert_eq!(st.peer_session_id, session_id(1000), "{st:?}");
+    rig.wrapped.stop_then_join().unwrap();
+}
+
 #[test]
 fn a_clean_close_with_nothing_pending_ends_the_session_at_once() {
     let w = WrappedEnv::new(|_| {}).unwrap();
@@ -373,6 +409,43 @@ fn a_stopping_node_closes_cleanly_and_takes_what_the_peer_sends_meanwhile() {
     peer.send(&Packet::ping_request(0, 8))
         .expect("second write");
     assert_eq!(read_to_end(&mut peer), Ok(()));
+    rig.wrapped.stop_then_join().unwrap();
+}
+
+/// The rule (`SessionStats::last_error`): the last error stays once the session is
+/// connected again, and `last_error_at` says when it happened, so that an operator can
+/// tell an error of an earlier outage from one of the connection of the moment. (A user
+/// saw `connected: true` beside a `last_error` with nothing to say how old it was.)
+#[test]
+fn the_last_error_says_when_it_happened_and_stays_once_connected_again() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let rig = Rig::start(listener.local_addr().unwrap().port(), |s| {
+        s.lost_connection_timeout(Duration::from_secs(3600))
+    });
+    let before = std::time::SystemTime::now();
+    rig.send(1, EventFlags::empty());
+    // The first attempt fails: node 2 closes the connection at its initial packet.
+    let (stream, _) = FakePeer::accept_initial(&listener);
+    drop(stream);
+    wait_until("node 1 saw the attempt fail", || {
+        rig.stats().last_error.is_some()
+    });
+    let failed = rig.stats();
+    let at = failed.last_error_at.expect("when it failed");
+    assert!(
+        before <= at && at <= std::time::SystemTime::now(),
+        "{failed:?}"
+    );
+    // The next one succeeds.
+    let (stream, hello) = FakePeer::accept_initial(&listener);
+    let _peer = FakePeer::accept_new(stream, &hello, session_id(1000));
+    wait_until("node 1 is connected", || rig.stats().connected);
+    let st = rig.stats();
+    assert!(
+        matches!(st.last_error, Some(SessionError::Handshake(_))),
+        "{st:?}"
+    );
+    assert_eq!(st.last_error_at, Some(at), "{st:?}");
     rig.wrapped.stop_then_join().unwrap();
 }
 

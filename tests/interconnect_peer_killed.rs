@@ -5,6 +5,9 @@
 //! `Undelivered(Disconnected)` once the lost-connection timeout ends the session.
 //!
 //! The child exits by itself when its stdin closes (the parent died) or after two minutes.
+//!
+//! And what such an outage shows an operator: the events a session drops when its peer
+//! stays unreachable are counted as `unreachable` drops and logged once with their number.
 
 #![cfg(feature = "interconnect")]
 
@@ -13,7 +16,8 @@ mod interconnect_support;
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
 use std::sync::mpsc::channel;
-use std::time::Duration;
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, SystemTime};
 
 use agentbox::actors::*;
 use agentbox::interconnect::{InterconnectSetup, Subscribe};
@@ -187,4 +191,101 @@ fn a_killed_peer_ends_the_session_with_node_disconnected_and_undelivered_events(
 #[test]
 fn events_queued_after_the_connection_is_lost_come_back_undelivered_and_sure() {
     kill_the_peer_then_send(EventFlags::TRACK_DELIVERY, false);
+}
+
+/// The warnings (and errors) logged through `tracing` in this process, each as its fields
+/// (`name=value`, the message first).
+struct Warnings(Mutex<Vec<String>>);
+
+impl Warnings {
+    /// The process's subscriber, installed on first use.
+    fn installed() -> &'static Warnings {
+        static W: OnceLock<&'static Warnings> = OnceLock::new();
+        W.get_or_init(|| {
+            let w: &'static Warnings = Box::leak(Box::new(Warnings(Mutex::new(Vec::new()))));
+            tracing::subscriber::set_global_default(Forward(w)).expect("no other subscriber");
+            w
+        })
+    }
+
+    fn matching(&self, part: &str) -> Vec<String> {
+        let all = self.0.lock().unwrap();
+        all.iter().filter(|l| l.contains(part)).cloned().collect()
+    }
+}
+
+struct Forward(&'static Warnings);
+
+struct Fields(String);
+
+impl tracing::field::Visit for Fields {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        self.0.push_str(&format!("{}={value:?} ", field.name()));
+    }
+}
+
+impl tracing::Subscriber for Forward {
+    fn enabled(&self, meta: &tracing::Metadata<'_>) -> bool {
+        *meta.level() <= tracing::Level::WARN
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        let mut f = Fields(String::new());
+        event.record(&mut f);
+        self.0 .0.lock().unwrap().push(f.0);
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+/// The rule: an event a session drops because its peer stayed unreachable (no connection
+/// within the lost-connection timeout) is counted as an `unreachable` drop of the
+/// environment, never as `no_subscribers` (nobody listens on the dead letters here), and
+/// in the session's `events_not_delivered`; the session's end is logged once, a warning
+/// with their number. (A user who killed node 2 for longer than the timeout saw 10 011
+/// queued jobs dropped with nothing logged, counted as `no_subscribers`.)
+#[test]
+fn the_events_an_unreachable_peer_never_got_are_counted_as_unreachable_and_logged_once() {
+    const EVENTS: u64 = 137;
+    let warnings = Warnings::installed();
+    let w = WrappedEnv::new(|_| {}).unwrap();
+    let (l1, p1) = bind();
+    let (_, nobody) = bind(); // closed at once: node 2 never answers
+    let setup = remote_events(InterconnectSetup::new(names(&[(1, p1), (2, nobody)])).listener(l1))
+        .lost_connection_timeout(Duration::from_secs(1));
+    let node = start_node(w.environment(), 1, setup);
+    let (tx, _rx) = channel();
+    let me = node.system.register(recorder(tx)).unwrap();
+    let before = SystemTime::now();
+    for n in 0..EVENTS {
+        let to = ActorId::new(2, 5, 0);
+        node.system
+            .send_with(to, me, Ping(n), EventFlags::empty(), n);
+    }
+    // The drops are counted once the session's end has reported its events (after
+    // `sessions_ended` shows it).
+    wait_until("the session ends and its events are counted", || {
+        node.ic.session_stats(2).unwrap().sessions_ended == 1
+            && w.environment().drop_counts().total() >= EVENTS
+    });
+    let drops = w.environment().drop_counts();
+    assert_eq!(drops.unreachable, EVENTS, "{drops:?}");
+    assert_eq!(drops.no_subscribers, 0, "{drops:?}");
+    assert_eq!(drops.total(), EVENTS, "{drops:?}");
+    let s = node.ic.session_stats(2).unwrap();
+    assert_eq!(s.events_not_delivered, EVENTS, "{s:?}");
+    assert_eq!(
+        s.last_error,
+        Some(agentbox::interconnect::SessionError::LostConnection)
+    );
+    let at = s.last_error_at.expect("when the session ended");
+    assert!(before <= at && at <= SystemTime::now(), "{s:?}");
+    let logged = warnings.matching(&format!("not_delivered={EVENTS} "));
+    assert_eq!(logged.len(), 1, "{logged:?}");
+    assert!(logged[0].contains("peer=2 "), "{logged:?}");
+    w.stop_then_join().unwrap();
 }

@@ -428,15 +428,29 @@ impl SystemInner {
     }
 
     /// Publishes a dead letter and counts it.
+    ///
+    /// An event for another node that could not be reached (`Disconnected`) is counted as
+    /// the environment's `unreachable` drop, whether or not anyone listens to dead letters;
+    /// its dead letter is then not counted again as a `no_subscribers` drop (it was, and
+    /// an outage's thousands of lost events read as messages nobody subscribed to).
     pub(crate) fn dead_letter(&self, h: &EventHandle, reason: DeadLetterReason) {
         DeliveryCounters::bump(&self.counters.dead_letters);
-        let _ = self.dead_letters.send(DeadLetter {
+        let letter = DeadLetter {
             recipient: h.recipient(),
             sender: h.sender(),
             event_type: h.event_type(),
             cookie: h.cookie(),
             reason,
-        });
+        };
+        if reason == DeadLetterReason::Disconnected {
+            self.env
+                .0
+                .drops
+                .count(crate::drops::DropReason::Unreachable);
+            self.dead_letters.publish_notice(letter);
+        } else {
+            let _ = self.dead_letters.send(letter);
+        }
     }
 
     /// Schedules `h` to `mailbox` after `delay` on the environment's timer.

@@ -337,6 +337,9 @@ fn finish(
 ) -> Result<Fallout, HandshakeError> {
     let mut st = s.state.lock();
     if st.connecting != Some(token) || st.self_id != self_id {
+        drop(st);
+        // The peer installed its side once it sent its answer (see `close_if_stopping`).
+        super::node::close_if_stopping(node, stream);
         return Err(HandshakeError::Simultaneous);
     }
     if let Some(peer) = new_peer {
@@ -364,6 +367,8 @@ pub(crate) fn accept(node: &Arc<NodeShared>, stream: TcpStream, accepted: Instan
     };
     let mut claimed = 0;
     if let Err(reason) = accept_on(node, &mut c, deadline, &mut claimed) {
+        // The peer may have installed its side (see `close_if_stopping`).
+        super::node::close_if_stopping(node, IcStream::Plain(c.stream));
         let quiet = matches!(
             reason,
             HandshakeError::Simultaneous

@@ -644,6 +644,22 @@ fn shutdown(node: &Arc<NodeShared>) {
     let _ = TcpStream::connect_timeout(&node.local_addr, Duration::from_millis(200));
 }
 
+/// Closes a connection that a handshake holds when the node stops (it lost its session
+/// to the stop, or failed because of it) as the sessions' connections are closed: an end
+/// of stream now, the socket kept open for reading for the close linger. The peer may have
+/// installed its side already (it did once it read our answer) and sent on it: dropped at
+/// once, with those bytes unread, the socket was reset, which the peer takes for a lost
+/// connection and resumes for its whole lost-connection timeout, where an end of stream
+/// with nothing of its pending ends its session at once. A handshake that fails while the
+/// node runs drops its connection as before.
+pub(crate) fn close_if_stopping(node: &NodeShared, stream: IcStream) {
+    if !node.is_stopping() {
+        return;
+    }
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+    close_after_linger(vec![Arc::new(stream)], node.cfg.close_linger);
+}
+
 /// Shuts the reading half of `streams` (their sending half is shut: `Session::terminate`
 /// with `Stopping`) after `linger` (`InterconnectSetup::close_linger`), on a thread of its own: meanwhile what the
 /// peer sends is accepted (and dropped by our ended reader), so our close is not a reset
@@ -698,7 +714,15 @@ fn close_after_linger(streams: Vec<Arc<IcStream>>, linger: Duration) {
 ///   (the peer may have processed it) is forwarded or gets it only if it also asked for
 ///   `GENERATE_UNSURE_UNDELIVERED` (then `unsure: true`). When the peer restarted (it
 ///   refuses a resume, or asks for a new session), the queued events go out in a new
-///   session instead, started at once.
+///   session instead, started at once. A session that ends with events it did not
+///   deliver logs their number once (a `tracing` warning) and counts them in its
+///   [`SessionStats::events_not_delivered`](super::SessionStats::events_not_delivered);
+///   those dropped count as the environment's
+///   [`DropCounts::unreachable`](crate::DropCounts::unreachable).
+/// - **Stopping** closes every connection cleanly (an end of stream; what the peer sends
+///   meanwhile is taken for [`close_linger`](super::InterconnectSetup::close_linger)),
+///   also one whose handshake was answered but not yet installed: a peer with nothing
+///   pending ends its session at once.
 /// - **Bounded queues**: a session queues at most
 ///   [`max_queued_events`](super::InterconnectSetup::max_queued_events) events and
 ///   [`max_queued_bytes`](super::InterconnectSetup::max_queued_bytes) bytes; an event

@@ -1,7 +1,7 @@
 //! [`SessionStats`] and [`Refusal`]: what a node's sessions did.
 
 use std::net::SocketAddr;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use super::error::{HandshakeError, SessionError};
 use crate::actors::ActorId;
@@ -46,6 +46,12 @@ pub struct SessionStats {
     pub reconnects: u64,
     /// Sessions that ended (their queued events were not delivered).
     pub sessions_ended: u64,
+    /// Events that the sessions that ended did not deliver: those still queued (surely
+    /// not delivered) and those sent but never confirmed (the peer may have processed
+    /// them). Each followed the non-delivery rules; those dropped are counted in the
+    /// environment's [`DropCounts::unreachable`](crate::DropCounts::unreachable) too, and
+    /// each session that ends with any logs their number once (a `tracing` warning).
+    pub events_not_delivered: u64,
     /// Events waiting to leave now (not yet in a data packet).
     pub queued_events: usize,
     /// What the waiting events hold now: their bodies plus a fixed cost each, the figure
@@ -63,8 +69,21 @@ pub struct SessionStats {
     /// The last round-trip time measured by a ping.
     pub rtt: Option<Duration>,
     /// The last error of the session: why a connection closed, a reconnect attempt
-    /// failed, or a session ended.
+    /// failed, or a session ended. It stays once the session is connected again (the
+    /// history of the last outage): [`last_error_at`](Self::last_error_at) says when it
+    /// happened.
     pub last_error: Option<SessionError>,
+    /// When [`last_error`](Self::last_error) happened (the system clock). An error older
+    /// than the connection of the moment is from an earlier outage.
+    pub last_error_at: Option<SystemTime>,
+}
+
+impl SessionStats {
+    /// Records `err` as the last error, now.
+    pub(crate) fn record_error(&mut self, err: SessionError) {
+        self.last_error = Some(err);
+        self.last_error_at = Some(SystemTime::now());
+    }
 }
 
 /// A handshake this node refused ([`Interconnect::refusals`](super::Interconnect::refusals)).

@@ -235,6 +235,17 @@ impl Mbox {
         }
     }
 
+    /// Publishes `msg`, a notice about a message whose drop was counted under its own
+    /// reason: on a multi-consumer mbox, nobody listening is not counted again as a
+    /// `no_subscribers` drop. Other kinds deliver as [`send`](Self::send) does.
+    pub(crate) fn publish_notice<M: Send + Sync + 'static>(&self, msg: M) {
+        let msg = Message::new(msg);
+        let _ = match &self.0 {
+            Repr::Mpmc(m) => m.deliver_counting(msg, 0, DeliveryMode::Ordinary, false),
+            _ => self.deliver(msg, 0),
+        };
+    }
+
     /// Whether `ty` has receivers here and every one is an agent whose demands could run
     /// only after the current thread returns from the demand it is running (through
     /// bindings to other mboxes too). `false` when there is none, or when one is not an

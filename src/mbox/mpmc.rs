@@ -137,6 +137,20 @@ impl MpmcMbox {
         depth: RedirectionDepth,
         mode: DeliveryMode,
     ) -> Result<(), SendError> {
+        self.deliver_counting(msg, depth, mode, true)
+    }
+
+    /// [`deliver`](Self::deliver); a message nobody listens to is counted as a
+    /// `no_subscribers` drop only if `count_unheard` (a notice whose subject was counted
+    /// under its own reason is not counted again: `Mbox::publish_notice`).
+    #[inline]
+    pub(crate) fn deliver_counting(
+        &self,
+        msg: Message,
+        depth: RedirectionDepth,
+        mode: DeliveryMode,
+        count_unheard: bool,
+    ) -> Result<(), SendError> {
         // Refused before anything else: a state action named for `Mutable<M>`
         // (`just_switch_to::<Mutable<M>>`) can subscribe that type here without its
         // flavour being known, so a list existing proves nothing.
@@ -146,7 +160,9 @@ impl MpmcMbox {
         let table = self.table.read_recursive();
         let Some(list) = table.get(&msg.type_id()) else {
             drop(table);
-            self.no_subscribers(&msg);
+            if count_unheard {
+                self.no_subscribers(&msg);
+            }
             return Ok(());
         };
         // Plain agents are given the message under the lock: that runs no user code and
@@ -181,7 +197,7 @@ impl MpmcMbox {
                 }
             }
         }
-        if subscribers == 0 {
+        if subscribers == 0 && count_unheard {
             // Only filters without subscriptions for this type: nobody listens.
             self.no_subscribers(&msg);
         }

@@ -61,7 +61,8 @@
 //! ```json
 //! {"uptime_s": 12.5, "coops": 2, "agents": 3, "named_mboxes": 1, "pending_timers": 1,
 //!  "drops": {"at_deregistration": 0, "filtered": 0, "no_handler": 0, "no_subscribers": 4,
-//!            "over_limit": 0, "receiver_finished": 0, "redirection_depth": 0, "refused": 0}}
+//!            "over_limit": 0, "receiver_finished": 0, "redirection_depth": 0, "refused": 0,
+//!            "unreachable": 0}}
 //! ```
 //!
 //! `GET /api/coops` — the coop tree, each coop with its agents (`name` is the agent's name
@@ -155,7 +156,8 @@
 //! ```
 //!
 //! `GET /api/interconnect` — the attached nodes, each with its sessions and the handshakes
-//! it refused (`rtt_us` once a ping came back):
+//! it refused (`rtt_us` once a ping came back; `last_error` stays once the session is
+//! connected again, `last_error_age_s` says how many seconds ago it happened):
 //!
 //! ```json
 //! {"nodes": [{"node_id": 1, "local_addr": "127.0.0.1:40123",
@@ -163,7 +165,8 @@
 //!                 "bytes_out": 5120, "bytes_in": 4980, "events_out": 60, "events_in": 60,
 //!                 "unconfirmed": 0, "queued_events": 0, "queued_bytes": 0, "resends": 0,
 //!                 "skipped": 0, "reconnects": 0, "sessions_ended": 0,
-//!                 "events_refused": 0, "last_error": null}],
+//!                 "events_refused": 0, "events_not_delivered": 0,
+//!                 "last_error": null, "last_error_age_s": null}],
 //!   "refusals": [{"peer_addr": "127.0.0.2:51000", "claimed_node": 9,
 //!                 "reason": "node 9 is not in this node's name service"}]}]}
 //! ```

@@ -537,7 +537,10 @@ struct SessionView {
     reconnects: u64,
     sessions_ended: u64,
     events_refused: u64,
+    events_not_delivered: u64,
     last_error: Option<String>,
+    /// How long ago `last_error` happened (seconds).
+    last_error_age_s: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -573,7 +576,11 @@ impl NodeView {
                     reconnects: s.reconnects,
                     sessions_ended: s.sessions_ended,
                     events_refused: s.events_refused,
+                    events_not_delivered: s.events_not_delivered,
                     last_error: s.last_error.map(|e| e.to_string()),
+                    last_error_age_s: s
+                        .last_error_at
+                        .map(|t| t.elapsed().unwrap_or_default().as_secs_f64()),
                 })
                 .collect(),
             refusals: ic

@@ -105,14 +105,14 @@ fn run(node: &Arc<NodeShared>, s: &Arc<Session>) {
                         if failed.stale || e.is_transient() || matches!(e, HandshakeError::Stopping)
                         {
                             // A stale attempt's failure says nothing of the session now.
-                            st.stats.last_error = Some(SessionError::Handshake(e));
+                            st.stats.record_error(SessionError::Handshake(e));
                             None
                         } else if let HandshakeError::SessionMismatch(_) = e {
                             // The peer lost our session (it restarted): ours ends, and a new
                             // one starts at once with the events that never left.
                             Some(s.restart(node, &mut st, SessionError::PeerRestarted))
                         } else {
-                            tracing::warn!(node = node.node_id, peer = s.peer, error = %e, "interconnect handshake failed");
+                            // Logged as the session ends (`Session::end`).
                             Some(s.terminate(node, &mut st, SessionError::Handshake(e)))
                         }
                     };

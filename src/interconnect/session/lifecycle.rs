@@ -207,7 +207,10 @@ impl Session {
         st.ping_responses.clear();
         self.epoch.fetch_add(1, Ordering::AcqRel);
         st.stats.sessions_ended += 1;
-        st.stats.last_error = Some(err);
+        let lost = fallout.failed.len();
+        st.stats.events_not_delivered += lost as u64;
+        log_end(node, self.peer, &err, &fallout.failed);
+        st.stats.record_error(err);
         // The writer of the ended connection stops at its next look; the driver starts the
         // next session now if events wait.
         if st.driver_waiting {
@@ -215,5 +218,138 @@ impl Session {
             self.cond.notify_one();
         }
         fallout
+    }
+}
+
+/// Logs a session's end once: a warning with the number of events it did not deliver
+/// (`unsure`: of them, those sent and never confirmed), or, with none, a warning unless
+/// the end is an ordinary one (a clean close by the peer, our node stopping, a restarted
+/// peer), which is only a debug line.
+fn log_end(
+    node: &NodeShared,
+    peer: u32,
+    err: &SessionError,
+    failed: &[(crate::actors::EventHandle, bool)],
+) {
+    let node = node.node_id;
+    if !failed.is_empty() {
+        let unsure = failed.iter().filter(|(_, unsure)| *unsure).count();
+        tracing::warn!(
+            node,
+            peer,
+            error = %err,
+            not_delivered = failed.len(),
+            unsure,
+            "interconnect session ended: {} events not delivered to node {peer}",
+            failed.len()
+        );
+        return;
+    }
+    match err {
+        SessionError::ClosedByPeer | SessionError::Stopping | SessionError::PeerRestarted => {
+            tracing::debug!(node, peer, error = %err, "interconnect session ended");
+        }
+        _ => tracing::warn!(node, peer, error = %err, "interconnect session ended"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The stale-serial rule (step 3 of the module docs) as a new session's handshakes in
+    //! both directions feed it: a new-session request from the peer's program must carry
+    //! a serial above every one seen from that program, in its requests and in its
+    //! answers to our connects alike; a restarted peer (another program) starts over.
+
+    use super::{NewPeer, PeerProgram};
+    use crate::actors::ActorId;
+    use crate::interconnect::error::HandshakeError;
+    use crate::interconnect::session::{Session, State};
+    use crate::interconnect::wire::PacketChecksum;
+
+    const A: (u64, u64) = (4242, 1);
+
+    fn program((pid, start_time): (u64, u64), serial: u64) -> PeerProgram {
+        PeerProgram {
+            pid,
+            start_time,
+            serial,
+        }
+    }
+
+    /// The peer's answer to a connect of ours, from `prog` with `serial`.
+    fn answer(prog: (u64, u64), serial: u64) -> NewPeer {
+        NewPeer {
+            id: ActorId::new(2, serial, 0),
+            checksum: PacketChecksum::Crc32c,
+            program: program(prog, serial),
+        }
+    }
+
+    /// Whether a new-session request from `prog` with `serial` is taken (it is then
+    /// recorded, as the handshake records it).
+    fn request(st: &mut State, prog: (u64, u64), serial: u64) -> Result<(), HandshakeError> {
+        st.check_serial(program(prog, serial))
+    }
+
+    fn with_state(f: impl FnOnce(&mut State)) {
+        let s = Session::new(2, ActorId::new(1, 1, 0));
+        f(&mut s.state.lock());
+    }
+
+    #[test]
+    fn a_request_at_or_below_the_serial_of_the_answer_to_our_connect_is_stale() {
+        with_state(|st| {
+            st.adopt(answer(A, 1000));
+            for serial in [500, 1000] {
+                assert_eq!(
+                    request(st, A, serial),
+                    Err(HandshakeError::StaleSerial { serial, last: 1000 })
+                );
+            }
+            assert_eq!(request(st, A, 1001), Ok(()));
+        });
+    }
+
+    #[test]
+    fn an_answer_to_our_connect_raises_the_mark_of_the_peer_s_requests_and_never_lowers_it() {
+        with_state(|st| {
+            assert_eq!(request(st, A, 300), Ok(()));
+            // A higher serial in an answer raises the mark.
+            st.adopt(answer(A, 700));
+            assert_eq!(
+                request(st, A, 500),
+                Err(HandshakeError::StaleSerial {
+                    serial: 500,
+                    last: 700
+                })
+            );
+            // A lower one (an answer to an older connect of ours) leaves it where it is.
+            st.adopt(answer(A, 400));
+            assert_eq!(
+                request(st, A, 600),
+                Err(HandshakeError::StaleSerial {
+                    serial: 600,
+                    last: 700
+                })
+            );
+            assert_eq!(request(st, A, 701), Ok(()));
+        });
+    }
+
+    #[test]
+    fn a_restarted_peer_s_answer_with_a_lower_serial_starts_the_mark_over() {
+        // Another PID, or the same PID reused by a program started later.
+        for restarted in [(A.0 + 1, A.1), (A.0, A.1 + 1)] {
+            with_state(|st| {
+                assert_eq!(request(st, A, 1000), Ok(()));
+                st.adopt(answer(restarted, 5));
+                assert_eq!(
+                    request(st, restarted, 5),
+                    Err(HandshakeError::StaleSerial { serial: 5, last: 5 }),
+                    "{restarted:?}"
+                );
+                assert_eq!(request(st, restarted, 6), Ok(()), "{restarted:?}");
+            });
+        }
     }
 }

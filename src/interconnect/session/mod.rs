@@ -15,6 +15,8 @@ mod driver;
 mod input;
 mod lifecycle;
 mod outbox;
+#[cfg(test)]
+mod tests;
 
 use std::collections::VecDeque;
 use std::net::Shutdown;
@@ -472,19 +474,11 @@ impl Session {
             return Fallout::default();
         }
         if err.ends_session() {
-            if err == SessionError::ClosedByPeer {
-                tracing::debug!(
-                    node = node.node_id,
-                    peer = self.peer,
-                    "interconnect session closed by the peer"
-                );
-            } else {
-                tracing::warn!(node = node.node_id, peer = self.peer, error = %err, "interconnect session ends");
-            }
+            // Logged as it ends (`Session::end`).
             return self.terminate(node, st, err);
         }
         tracing::debug!(node = node.node_id, peer = self.peer, error = %err, "interconnect connection lost");
-        st.stats.last_error = Some(err);
+        st.stats.record_error(err);
         if st.driver_waiting {
             st.driver_waiting = false;
             self.cond.notify_one();

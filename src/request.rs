@@ -69,7 +69,7 @@
 //! ```
 
 use std::fmt;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{RecvTimeoutError, Sender};
 use parking_lot::Mutex;
@@ -81,6 +81,10 @@ use crate::mbox::{Mbox, SendError};
 pub struct Request<Req, Rep> {
     request: Req,
     reply_to: Mutex<Option<ReplyTo<Rep>>>,
+    /// When the caller stops waiting ([`request_reply`]'s timeout; `None`: never, or not
+    /// known). The bridge frees a remote request's answer id then, and passes on nothing
+    /// later.
+    deadline: Option<Instant>,
 }
 
 /// Where a reply goes: the waiting caller's channel, or (a request that came from another
@@ -121,7 +125,14 @@ impl<Req, Rep> Request<Req, Rep> {
         Request {
             request,
             reply_to: Mutex::new(Some(ReplyTo::Remote(reply_to))),
+            deadline: None,
         }
+    }
+
+    /// When the caller stops waiting, if known.
+    #[cfg_attr(not(feature = "interconnect"), allow(dead_code))]
+    pub(crate) fn deadline(&self) -> Option<Instant> {
+        self.deadline
     }
 }
 
@@ -185,6 +196,7 @@ impl<Req, Rep> Request<Req, Rep> {
         to.send(Request {
             request: self.request.clone(),
             reply_to: Mutex::new(Some(handle.to)),
+            deadline: self.deadline,
         })
         .map_err(ForwardError::Send)
     }
@@ -314,11 +326,19 @@ where
         return Err(RequestError::WouldDeadlock { mbox: to.name() });
     }
     let (tx, rx) = crossbeam_channel::bounded(1);
+    // One deadline for the wait and for the request (the bridge frees a remote request's
+    // answer id at it): a timeout too long for an `Instant` never comes.
+    let deadline = crate::timer::deadline_after(Instant::now(), timeout);
     to.send(Request {
         request,
         reply_to: Mutex::new(Some(ReplyTo::Local(tx))),
+        deadline,
     })?;
-    match rx.recv_timeout(timeout) {
+    let got = match deadline {
+        Some(d) => rx.recv_deadline(d),
+        None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+    };
+    match got {
         Ok(reply) => reply,
         Err(RecvTimeoutError::Timeout) => Err(RequestError::Timeout),
         Err(RecvTimeoutError::Disconnected) => Err(RequestError::Dropped),

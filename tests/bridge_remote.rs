@@ -273,3 +273,161 @@ fn types_that_cannot_cross_are_typed_errors() {
         .unwrap();
     });
 }
+
+/// A server of `Request<Ping, Pong>` on `service`, exposed on `system`, with its held
+/// reply handles and the numbers it was asked.
+fn serve(
+    env: &Environment,
+    system: &ActorSystem,
+    service: &Mbox,
+) -> (
+    agentbox::bridge::Exposed,
+    Arc<Mutex<Vec<ReplyHandle<Pong>>>>,
+    mpsc::Receiver<u64>,
+) {
+    let held = Arc::new(Mutex::new(Vec::new()));
+    let (asked_tx, asked) = mpsc::channel();
+    let (h, s) = (held.clone(), service.clone());
+    env.introduce_coop(move |coop| {
+        coop.add_agent(Server {
+            from: s,
+            held: h,
+            asked: asked_tx,
+        })
+    })
+    .unwrap();
+    let exposed = Endpoint::new(service)
+        .request::<Ping, Pong>()
+        .expose(system)
+        .unwrap();
+    (exposed, held, asked)
+}
+
+/// Ids registered on a system's first pool (endpoints and answer ids included).
+fn ids(system: &ActorSystem) -> usize {
+    system.pool_stats(0).unwrap().actors
+}
+
+/// Rule: a request through a remote mbox whose target is on the same node leaves nothing
+/// behind: an answered one makes no dead letter (there is no session to leave), and a
+/// timed-out one frees its answer id at the caller's deadline, so that the node's table
+/// returns to its size; an answer given after that reaches nobody (a dead letter).
+#[test]
+fn requests_to_a_target_on_the_same_node_leave_no_answer_id_and_no_dead_letter() {
+    bounded(|| {
+        Environment::launch(|env| {
+            let nodes = cluster(env, &[1], |_, s| s);
+            let system = &nodes[0].system;
+            let service = env.create_mbox();
+            let (exposed, held, asked) = serve(env, system, &service);
+            let remote = RemoteMbox::new(system, exposed.id())
+                .request::<Ping, Pong>()
+                .build()
+                .unwrap();
+            let size = ids(system);
+            let dead = system.stats().dead_letters;
+            for n in 0..20 {
+                assert_eq!(
+                    request_reply::<Ping, Pong>(&remote, LONG, Ping(41 + n)),
+                    Ok(Pong(42 + n))
+                );
+            }
+            for n in 0..20 {
+                assert_eq!(next(&asked, "an answered request"), 41 + n);
+            }
+            assert_eq!(
+                system.stats().dead_letters - dead,
+                0,
+                "answered: no dead letter"
+            );
+            assert_eq!(ids(system), size, "answered: no answer id left");
+
+            const TIMED_OUT: usize = 50;
+            for _ in 0..TIMED_OUT {
+                assert_eq!(
+                    request_reply::<Ping, Pong>(&remote, Duration::from_millis(20), Ping(0)),
+                    Err(RequestError::Timeout)
+                );
+            }
+            for _ in 0..TIMED_OUT {
+                assert_eq!(next(&asked, "a held request"), 0);
+            }
+            interconnect_support::wait_until("the timed-out requests' answer ids go", || {
+                ids(system) == size
+            });
+            // Late answers: to ids that are gone.
+            let dead = system.stats().dead_letters;
+            for h in held.lock().drain(..) {
+                let _ = h.reply(Pong(0));
+            }
+            interconnect_support::wait_until("each late answer is a dead letter", || {
+                system.stats().dead_letters - dead == TIMED_OUT as u64
+            });
+            assert_eq!(ids(system), size);
+            env.stop();
+        })
+        .unwrap();
+    });
+}
+
+/// Rule: a caller never hears after its deadline, and its answer id goes then. Node 2
+/// holds requests past their callers' deadlines with the session up: node 1 frees their
+/// answer ids (and their subscriptions to the session) at the deadlines, and the answers
+/// given later reach nobody there (dead letters on node 1).
+#[test]
+fn a_remote_request_past_its_deadline_frees_its_answer_id_and_a_late_answer_reaches_nobody() {
+    bounded(|| {
+        Environment::launch(|env| {
+            let nodes = cluster(env, &[1, 2], |_, s| s);
+            let service = env.create_mbox();
+            let (exposed, held, asked) = serve(env, &nodes[1].system, &service);
+            let remote = RemoteMbox::new(&nodes[0].system, exposed.id())
+                .request::<Ping, Pong>()
+                .build()
+                .unwrap();
+            // A first answered request: the session is up.
+            assert_eq!(
+                request_reply::<Ping, Pong>(&remote, LONG, Ping(2)),
+                Ok(Pong(3))
+            );
+            assert_eq!(next(&asked, "the first request"), 2);
+            let system = &nodes[0].system;
+            interconnect_support::wait_until("the first answer id goes", || {
+                nodes[0]
+                    .ic
+                    .session_stats(2)
+                    .is_some_and(|s| s.subscribers == 0)
+            });
+            let size = ids(system);
+
+            const TIMED_OUT: usize = 10;
+            for _ in 0..TIMED_OUT {
+                assert_eq!(
+                    request_reply::<Ping, Pong>(&remote, Duration::from_millis(100), Ping(0)),
+                    Err(RequestError::Timeout)
+                );
+            }
+            for _ in 0..TIMED_OUT {
+                assert_eq!(next(&asked, "a held request"), 0);
+            }
+            interconnect_support::wait_until("the answer ids and their subscriptions go", || {
+                ids(system) == size
+                    && nodes[0]
+                        .ic
+                        .session_stats(2)
+                        .is_some_and(|s| s.subscribers == 0)
+            });
+            let dead = system.stats().dead_letters;
+            for h in held.lock().drain(..) {
+                h.reply(Pong(0)).unwrap();
+            }
+            interconnect_support::wait_until("each late answer is a dead letter on node 1", || {
+                system.stats().dead_letters - dead == TIMED_OUT as u64
+            });
+            assert_eq!(ids(system), size);
+            assert!(nodes[0].ic.session_stats(2).unwrap().connected);
+            env.stop();
+        })
+        .unwrap();
+    });
+}

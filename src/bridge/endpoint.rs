@@ -175,6 +175,13 @@ impl Endpoint {
     /// `Undelivered` instead (reason `Unknown`), so that a `RemoteMbox` caller fails at
     /// once with [`RequestError::Dropped`](crate::request::RequestError::Dropped). `Rep` must cross back: give
     /// it a codec on both nodes.
+    ///
+    /// At most once: each request event arrives once (the interconnect never repeats one)
+    /// and its answer is sent once. The caller may have stopped waiting by then (its
+    /// deadline passed, or it got `Timeout` or `NodeDisconnected` while the request was on
+    /// its way): the answer is then dropped on the caller's node, and the work was done
+    /// all the same. A handler whose work must not be done twice when a caller retries
+    /// after a timeout needs an id of the caller's own in the request.
     pub fn request<Req: Event + Sync, Rep: Event>(self) -> Self {
         self.with(
             Req::EVENT_TYPE,

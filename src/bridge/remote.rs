@@ -47,12 +47,21 @@ type Send_ = fn(&Target, Message) -> Result<(), SendError>;
 ///    at once (not at the timeout) [`RequestError::Undelivered`] when nothing on the other
 ///    node has the target id, [`RequestError::Dropped`] when it dropped the request
 ///    unanswered, or [`RequestError::NodeDisconnected`] when the session to the node ends
-///    first. The id (and its subscription to the session) lives until one of those comes:
-///    a caller that timed out leaves it to the other node's answer or to the session's
-///    end.
-/// 4. **Order.** Sends from one thread through one handle keep their order (one channel:
+///    first. The id (and its subscription to the session) lives until one of those comes
+///    or the caller's deadline passes, whichever is first; a target on this node works the
+///    same way (no session then, so nothing to subscribe to).
+/// 4. **At most once; nothing after the deadline.** A request is sent once and never
+///    again (not after a cut, not to a restarted node), so it is handled at most once.
+///    [`RequestError::Timeout`] and [`RequestError::NodeDisconnected`] do not say that it
+///    was not handled: it may have been, or may still be (it may be on its way, or queued
+///    on the other node). Whatever comes after the caller's deadline (an answer, a
+///    `Dropped` or `Undelivered` notice, the session's end) never reaches the caller: an
+///    answer then is a dead letter on this node, and the caller's result is `Timeout`.
+///    A request that must not be repeated on a timeout needs an id of the caller's own,
+///    checked by the handler.
+/// 5. **Order.** Sends from one thread through one handle keep their order (one channel:
 ///    the flags' channel).
-/// 5. Nobody subscribes to a remote mbox here: subscribe on its node.
+/// 6. Nobody subscribes to a remote mbox here: subscribe on its node.
 #[derive(Debug)]
 #[must_use = "build() makes the mbox"]
 pub struct RemoteMbox {
@@ -263,12 +272,17 @@ fn send_request<Req: Event + Sync, Rep: Event>(t: &Target, msg: Message) -> Resu
     let Ok(answer) = request.take_reply_handle() else {
         return Ok(()); // answered (or forwarded) already: nothing to ask
     };
+    let node = t.target.node_id();
     let back = Arc::new(ReplyEndpoint::<Rep> {
         id: MboxId::next(),
         sys: t.sys.clone(),
         answer: Mutex::new(Some(answer)),
         me: Mutex::new(None),
-        node: t.target.node_id(),
+        node,
+        // A target on this node: no session, nothing to unsubscribe from.
+        remote: node != 0 && node != sys.node_id,
+        deadline: request.deadline(),
+        expiry: Mutex::new(None),
     });
     let reply_id = match sys.register_endpoint(0, Mbox::custom(back.clone())) {
         Ok(id) => id,
@@ -289,6 +303,21 @@ fn send_request<Req: Event + Sync, Rep: Event>(t: &Target, msg: Message) -> Resu
             return Err(e);
         }
     };
+    if let Some(deadline) = back.deadline {
+        // At the caller's deadline the id goes, whatever the other side does. The timer
+        // holds a weak way to the endpoint (no cycle through the handle kept in it); the
+        // answer cancels it.
+        let to: Weak<dyn Expire> = Arc::downgrade(&back) as Weak<dyn Expire>;
+        let relay = Mbox::custom(Arc::new(ExpiryRelay {
+            id: MboxId::next(),
+            to,
+            env: t.env.clone(),
+        }));
+        let wait = deadline.saturating_duration_since(std::time::Instant::now());
+        if let Ok(timer) = crate::send_delayed(&relay, wait, Expired) {
+            *back.expiry.lock() = Some(timer);
+        }
+    }
     sys.send(h);
     Ok(())
 }
@@ -344,7 +373,72 @@ impl MboxImpl for Target {
     }
 }
 
-/// The id a remote request's answer comes to: one event, then it is gone.
+/// The timer's message to an [`ExpiryRelay`]: the caller's deadline passed.
+struct Expired;
+
+/// What the deadline's timer tells.
+trait Expire: Send + Sync {
+    fn expire(&self);
+}
+
+/// The deadline timer's target: a weak way to a [`ReplyEndpoint`]. Registered nowhere,
+/// so only the timer reaches it (nothing from the wire can).
+struct ExpiryRelay {
+    id: MboxId,
+    to: Weak<dyn Expire>,
+    env: crate::WeakEnv,
+}
+
+impl MboxImpl for ExpiryRelay {
+    fn id(&self) -> MboxId {
+        self.id
+    }
+
+    fn kind(&self) -> MboxKind {
+        MboxKind::SingleConsumer
+    }
+
+    fn subscribe(&self, _: MessageType, _: &Sink) -> Result<(), SubscribeError> {
+        Err(SubscribeError::Refused {
+            mbox: self.name(),
+            reason: "a request's deadline".into(),
+        })
+    }
+
+    fn unsubscribe(&self, _: MessageType, _: &Sink) {}
+
+    fn deliver(&self, msg: Message, _: RedirectionDepth, _: DeliveryMode) -> Result<(), SendError> {
+        // A timer's message travels in its envelope (revealed unless cancelled).
+        if msg.handler_payload::<Expired>().is_some() {
+            if let Some(to) = self.to.upgrade() {
+                to.expire();
+            }
+        }
+        Ok(())
+    }
+
+    fn set_delivery_filter(
+        &self,
+        _: MessageType,
+        _: DeliveryFilter,
+        _: &Sink,
+    ) -> Result<(), SubscribeError> {
+        Err(SubscribeError::FiltersUnsupported { mbox: self.name() })
+    }
+
+    fn drop_delivery_filter(&self, _: MessageType, _: &Sink) {}
+
+    fn name(&self) -> String {
+        "remote-reply-deadline".to_owned()
+    }
+
+    fn environment(&self) -> Option<Environment> {
+        self.env.upgrade()
+    }
+}
+
+/// The id a remote request's answer comes to: one event, or the caller's deadline, then
+/// it is gone.
 struct ReplyEndpoint<Rep> {
     id: MboxId,
     sys: Weak<SystemInner>,
@@ -352,6 +446,57 @@ struct ReplyEndpoint<Rep> {
     me: Mutex<Option<ActorId>>,
     /// The node asked.
     node: u32,
+    /// Whether that node is another one (the request subscribed the id to its session).
+    remote: bool,
+    /// When the caller stops waiting.
+    deadline: Option<std::time::Instant>,
+    /// The timer of the deadline, cancelled (dropped) by the answer.
+    expiry: Mutex<Option<crate::TimerHandle>>,
+}
+
+impl<Rep: Event> Expire for ReplyEndpoint<Rep> {
+    /// The caller's deadline: it returns `Timeout` (as its own wait does) and the id goes.
+    fn expire(&self) {
+        if let Some(answer) = self.finish(self.sys.upgrade().as_ref(), false) {
+            answer.fail(RequestError::Timeout);
+        }
+    }
+}
+
+impl<Rep> ReplyEndpoint<Rep> {
+    /// The answer is in (or the deadline passed): the id stops resolving, its session
+    /// subscription ends, the deadline's timer is cancelled. The right to answer the
+    /// caller, if still here, is returned.
+    fn finish(
+        &self,
+        sys: Option<&Arc<SystemInner>>,
+        session_ended: bool,
+    ) -> Option<ReplyHandle<Rep>> {
+        let answer = self.answer.lock().take();
+        // Taken into locals first: a guard in the `if let` would live across the sends.
+        let me = self.me.lock().take();
+        let timer = self.expiry.lock().take();
+        drop(timer);
+        if let (Some(sys), Some(me)) = (sys, me) {
+            sys.forget(me);
+            if self.remote && !session_ended {
+                // The request subscribed this id to the session: end that, or the
+                // session's subscriber list grows by one per request.
+                sys.send(EventHandle::new(
+                    ActorId::interconnect_proxy(self.node),
+                    me,
+                    crate::interconnect::Unsubscribe,
+                ));
+            }
+        }
+        answer
+    }
+
+    /// Whether the caller's deadline has passed: nothing reaches it any more.
+    fn too_late(&self) -> bool {
+        self.deadline
+            .is_some_and(|d| std::time::Instant::now() >= d)
+    }
 }
 
 impl<Rep: Event> MboxImpl for ReplyEndpoint<Rep> {
@@ -385,25 +530,21 @@ impl<Rep: Event> MboxImpl for ReplyEndpoint<Rep> {
         if h.event_type() == EV_NODE_CONNECTED {
             return Ok(()); // the session subscription's first notice: keep waiting
         }
-        let Some(answer) = self.answer.lock().take() else {
+        let session_ended = h.event_type() == EV_NODE_DISCONNECTED;
+        let Some(answer) = self.finish(sys.as_ref(), session_ended) else {
             if let Some(sys) = &sys {
                 sys.dead_letter(&h, DeadLetterReason::PassedAway);
             }
             return Ok(());
         };
-        // Taken into a local first: a guard in the `if let` would live across the sends.
-        let me = self.me.lock().take();
-        if let (Some(sys), Some(me)) = (&sys, me) {
-            sys.forget(me);
-            if h.event_type() != EV_NODE_DISCONNECTED {
-                // The request subscribed this id to the session: end that, or the
-                // session's subscriber list grows by one per request.
-                sys.send(EventHandle::new(
-                    ActorId::interconnect_proxy(self.node),
-                    me,
-                    crate::interconnect::Unsubscribe,
-                ));
+        if self.too_late() {
+            // The answer (or the session's end) came after the caller's deadline (the
+            // timer has not fired yet): the caller never hears of it.
+            answer.fail(RequestError::Timeout);
+            if let Some(sys) = &sys {
+                sys.dead_letter(&h, DeadLetterReason::PassedAway);
             }
+            return Ok(());
         }
         if let Some(rep) = h.take::<Rep>() {
             let _ = answer.reply(rep);

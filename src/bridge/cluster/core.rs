@@ -24,6 +24,13 @@ use crate::ActorId;
 /// up (an unreachable peer, or this node's interconnect stopped), up to 16 times this.
 const RESUBSCRIBE_DELAY: Duration = Duration::from_millis(100);
 
+/// The scheduled resubscription to `peer`'s session, sent by this node's timer to the
+/// mbox's endpoint. A private Rust type: nothing from the wire can be one, so no peer can
+/// forge it (wire events reach the endpoint as YDB events only).
+pub(crate) struct Resubscribe {
+    pub(crate) peer: u32,
+}
+
 /// Encodes one named type's message on the sender's thread.
 pub(crate) type Encode = fn(&Message, &SystemInner) -> Option<(Vec<u8>, DecodeFn)>;
 /// Turns an arrived event into the message subscribers get; the handle back if it does
@@ -380,17 +387,40 @@ impl Core {
         if closed || !self.peers.contains(&peer) {
             return;
         }
-        let (Some(sys), Some(&me), Some(mailbox)) = (self.sys.upgrade(), self.me.get(), mailbox)
-        else {
+        let (Some(sys), Some(mailbox)) = (self.sys.upgrade(), mailbox) else {
             return;
         };
         if sys.env.is_shutting_down() {
             return;
         }
         // A new session needs a new subscription; a little later, so that a node whose
-        // interconnect is stopping (which answers at once) is not asked in a loop.
-        let again = EventHandle::new(ActorId::interconnect_proxy(peer), me, Subscribe);
-        let _ = sys.schedule(&mailbox, RESUBSCRIBE_DELAY * (1 << failures), again);
+        // interconnect is stopping (which answers at once) is not asked in a loop. The
+        // timer carries a local-only message (no event from the wire can be one), and
+        // the endpoint sends the subscription from its timer thread to the proxy.
+        if let Ok(t) = crate::send_delayed(
+            &mailbox,
+            RESUBSCRIBE_DELAY * (1 << failures),
+            Resubscribe { peer },
+        ) {
+            t.detach();
+        }
+    }
+
+    /// A scheduled resubscription came: subscribes the endpoint to `peer`'s session
+    /// again, unless the mbox is gone or `peer` is not one of its peers.
+    pub(super) fn resubscribe(&self, peer: u32) {
+        if self.is_closed() || !self.peers.contains(&peer) {
+            return;
+        }
+        let (Some(sys), Some(&me)) = (self.sys.upgrade(), self.me.get()) else {
+            return;
+        };
+        // The proxy of another node is an actor of its own: this queues, never recurses.
+        sys.send(EventHandle::new(
+            ActorId::interconnect_proxy(peer),
+            me,
+            Subscribe,
+        ));
     }
 
     /// Everything `peer` wanted vanishes.

@@ -5,12 +5,10 @@
 use std::sync::OnceLock;
 use std::sync::{Arc, Weak};
 
-use super::core::{Core, Local, Sub};
+use super::core::{Core, Local, Resubscribe, Sub};
 use super::wire::{ClusterInterest, EV_CLUSTER_INTEREST};
-use crate::actors::{
-    DeadLetterReason, Delivery, EventHandle, EV_NODE_CONNECTED, EV_NODE_DISCONNECTED, EV_SUBSCRIBE,
-};
-use crate::interconnect::{NodeConnected, NodeDisconnected, Subscribe};
+use crate::actors::{DeadLetterReason, Delivery, EV_NODE_CONNECTED, EV_NODE_DISCONNECTED};
+use crate::interconnect::{NodeConnected, NodeDisconnected};
 use crate::mbox::{
     DeliveryFilter, DeliveryMode, Mbox, MboxId, MboxImpl, MboxKind, SendError, Sink, SubscribeError,
 };
@@ -137,7 +135,8 @@ impl MboxImpl for ClusterMboxImpl {
 pub(crate) struct ServiceMbox {
     pub(crate) id: MboxId,
     pub(crate) core: Weak<Core>,
-    /// This endpoint as an mbox (for the scheduled resubscriptions), set once registered.
+    /// This endpoint as an mbox (the target of the scheduled resubscriptions, a local-only
+    /// [`Resubscribe`] message), set once registered.
     pub(crate) me: OnceLock<Weak<dyn MboxImpl>>,
 }
 
@@ -160,6 +159,13 @@ impl MboxImpl for ServiceMbox {
     fn unsubscribe(&self, _: MessageType, _: &Sink) {}
 
     fn deliver(&self, msg: Message, _: RedirectionDepth, _: DeliveryMode) -> Result<(), SendError> {
+        if let Some(r) = msg.downcast_ref::<Resubscribe>() {
+            // This node's own timer (nothing from the wire is a `Resubscribe`).
+            if let Some(core) = self.core.upgrade() {
+                core.resubscribe(r.peer);
+            }
+            return Ok(());
+        }
         let Some((mut h, counted)) = Delivery::take_for_endpoint(&msg) else {
             return Ok(());
         };
@@ -189,12 +195,6 @@ impl MboxImpl for ServiceMbox {
                 if let Some(d) = h.get::<NodeDisconnected>() {
                     let mailbox = self.me.get().and_then(Weak::upgrade).map(Mbox::custom);
                     core.on_disconnected(d.node_id, mailbox);
-                }
-            }
-            // A scheduled resubscription: on to the proxy it names.
-            EV_SUBSCRIBE if h.sender() == core.me.get().copied().unwrap_or_default() => {
-                if !core.is_closed() {
-                    sys.send(EventHandle::new(h.recipient(), h.sender(), Subscribe));
                 }
             }
             ty => match core.entry_by_event(ty) {

@@ -179,15 +179,18 @@ impl Core {
         self.count(DropReason::Filtered);
     }
 
-    /// A message from another node: to the subscribers here only.
+    /// A message from another node: to the subscribers here only. It runs on the
+    /// interconnect's reader thread, which serves the whole session: it never waits (a
+    /// full bounded chain applies its overflow reaction at once, and a refusal is counted
+    /// by the binding, as any redirection's).
     pub(super) fn deliver_arrived(&self, msg: Message) {
         match &self.local {
             Local::Fanout(inner) => {
-                let _ = inner.deliver_with(msg, 0, DeliveryMode::Ordinary);
+                let _ = inner.deliver_with(msg, 0, DeliveryMode::Nonblocking);
             }
             Local::RoundRobin => {
                 let start = self.turn.fetch_add(1, Ordering::Relaxed);
-                self.deliver_one(&msg, 0, DeliveryMode::Ordinary, start);
+                self.deliver_one(&msg, 0, DeliveryMode::Nonblocking, start);
             }
         }
     }

@@ -1460,9 +1460,11 @@ fn a_hostile_peer_flooding_every_service_leaves_the_node_working_and_bounded() {
     eprintln!(
         "hostile peer: kept: subscribers now {subscribers:?} (max seen {max_subscribers}), \
          no-codec types logged {no_codec_logged}, log lines {lines}, actor table {table_before} -> \
-         {table_after}, RSS {rss_before} KiB -> {rss_after} KiB; cluster view of node 1: {:?}; \
+         {table_after}, RSS {rss_before} KiB -> {rss_after} KiB; nodes wanting jobs, as node 1 \
+         and node 3 see them: {:?} {:?}; \
          jobs on node 1 {}; first log lines {:?}",
-        rig.views[0],
+        rig.views[0].nodes_wanting::<Job>(),
+        rig.views[1].nodes_wanting::<Job>(),
         rig.jobs_on_1.load(Ordering::Relaxed),
         log_sample
             .lock()

@@ -38,7 +38,10 @@ use crate::ActorId;
 ///    to this node's subscribers (a local MPMC mbox inside does the fan-out) and sends
 ///    *one* copy, encoded once on the sender's thread, to each other node that has a
 ///    subscriber for its type; that node fans it out to its own subscribers (on the
-///    interconnect's reader thread, where their delivery filters run). A node never
+///    interconnect's reader thread, where their delivery filters run). That thread serves
+///    the whole session, so it never waits there: a full bounded chain bound to the mbox
+///    applies its overflow reaction at once, as for a timer's delivery (a refusal is
+///    counted `refused` in [`DropCounts`](crate::DropCounts)). A node never
 ///    passes on what it received from another node. Within a session, cuts and resumes
 ///    lose and repeat nothing (the interconnect's rule); a message in flight when a
 ///    session ends is not delivered there (at most once).

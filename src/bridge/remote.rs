@@ -303,6 +303,9 @@ fn send_request<Req: Event + Sync, Rep: Event>(t: &Target, msg: Message) -> Resu
             return Err(e);
         }
     };
+    // The request (and its subscription to the session) first, so that the deadline's
+    // unsubscription cannot come before it, however short the timeout.
+    sys.send(h);
     if let Some(deadline) = back.deadline {
         // At the caller's deadline the id goes, whatever the other side does. The timer
         // holds a weak way to the endpoint (no cycle through the handle kept in it); the
@@ -318,7 +321,6 @@ fn send_request<Req: Event + Sync, Rep: Event>(t: &Target, msg: Message) -> Resu
             *back.expiry.lock() = Some(timer);
         }
     }
-    sys.send(h);
     Ok(())
 }
 

@@ -43,7 +43,9 @@ pub(crate) fn encode_of<E: Event + Sync>(
     m: &Message,
     sys: &SystemInner,
 ) -> Option<(Vec<u8>, DecodeFn)> {
-    let e = m.downcast_ref::<E>()?;
+    // Through its envelopes (a delayed send's timer envelope): the message leaves for
+    // the other node's handlers, so it is revealed as for handling.
+    let e = m.handler_payload::<E>()?;
     sys.remote.get()?.encode(E::EVENT_TYPE, e)
 }
 
@@ -55,7 +57,9 @@ pub(crate) fn convert_of<E: Event + Sync>(mut h: EventHandle) -> Result<Message,
 }
 
 pub(crate) fn key_of<E: Event + Sync + super::ClusterKey>(m: &Message) -> Option<u64> {
-    m.downcast_ref::<E>().map(super::ClusterKey::cluster_key)
+    m.reveal(crate::message::Access::Inspection)?
+        .downcast_ref::<E>()
+        .map(super::ClusterKey::cluster_key)
 }
 
 /// One named message type.

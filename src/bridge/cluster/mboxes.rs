@@ -159,7 +159,8 @@ impl MboxImpl for ServiceMbox {
     fn unsubscribe(&self, _: MessageType, _: &Sink) {}
 
     fn deliver(&self, msg: Message, _: RedirectionDepth, _: DeliveryMode) -> Result<(), SendError> {
-        if let Some(r) = msg.downcast_ref::<Resubscribe>() {
+        // A timer's message travels in its envelope (revealed unless cancelled).
+        if let Some(r) = msg.handler_payload::<Resubscribe>() {
             // This node's own timer (nothing from the wire is a `Resubscribe`).
             if let Some(core) = self.core.upgrade() {
                 core.resubscribe(r.peer);

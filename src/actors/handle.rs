@@ -312,7 +312,8 @@ impl EventHandle {
     /// ([`InterconnectSetup::event`](crate::interconnect::InterconnectSetup::event)), or
     /// whose bytes do not decode, is not an `E`: `is` is false and the bytes stay readable
     /// with [`serialized_bytes`](Self::serialized_bytes). The interconnect logs the first
-    /// such event of each type through the environment's error logger and counts them in
+    /// such event of each type (of the first 256 types it meets) through the environment's
+    /// error logger and counts them in
     /// [`SessionStats::events_without_codec`](crate::interconnect::SessionStats::events_without_codec).
     pub fn is<E: Event>(&self) -> bool {
         self.get::<E>().is_some()

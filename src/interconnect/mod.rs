@@ -15,8 +15,9 @@
 //!   with [`register_remote_event!`](crate::register_remote_event) and registers every
 //!   linked one ([`InterconnectSetup::linked_events`]). An event whose type has no codec on
 //!   the receiving node reaches its handler as bytes: the first of each type is logged
-//!   through the environment's error logger, and all are counted
-//!   ([`SessionStats::events_without_codec`]).
+//!   through the environment's error logger (for the first 256 types a node meets; a peer
+//!   sending ever new types cannot grow the log for the life of the process), and all are
+//!   counted ([`SessionStats::events_without_codec`]).
 //! - [`NodeConnected`], [`NodeDisconnected`], [`Subscribe`], [`Unsubscribe`]: the session
 //!   notifications.
 //! - [`SessionStats`], [`Refusal`], and the errors [`InterconnectError`],

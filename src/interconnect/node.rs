@@ -27,13 +27,18 @@ use super::wire::{
 };
 use crate::actors::{
     Actor, ActorContext, ActorId, ActorSystem, DeadLetterReason, EventHandle, EventType, Handled,
-    RemoteRouter,
+    RemoteRouter, EV_POISON, EV_SUBSCRIBE, EV_UNSUBSCRIBE,
 };
 use crate::environment::{StopGuard, WeakEnv};
 use crate::stats::{Quantity, StatsSource};
 
 /// How many refusals [`Interconnect::refusals`] keeps.
 const REFUSALS_KEPT: usize = 64;
+
+/// How many event types without a codec a node logs (the first event of each); events of
+/// later types are only counted (`SessionStats::events_without_codec`), so that a peer
+/// sending ever new types cannot grow the set, or the log, for the life of the process.
+pub(crate) const MISSING_CODECS_LOGGED: usize = 256;
 
 /// What every thread of a node shares.
 pub(crate) struct NodeShared {
@@ -59,31 +64,43 @@ pub(crate) struct NodeShared {
     refusals: Mutex<VecDeque<Refusal>>,
     /// The sessions' figures for the environment's stats controller (held weakly there).
     stats_source: Arc<dyn StatsSource>,
-    /// The event types received without a codec and logged once already.
+    /// The event types received without a codec and logged once already (at most
+    /// [`MISSING_CODECS_LOGGED`]).
     missing_codecs: Mutex<ahash::AHashSet<EventType>>,
 }
 
 impl NodeShared {
-    /// An event of `event_type` arrived and this node has no codec for it: logs the first
-    /// of each type through the environment's error logger (the count is the session's).
+    /// An event of `event_type` arrived and this node has no codec for it: whether it is
+    /// the first of its type (then the caller reports it with
+    /// [`log_missing_codec`](Self::log_missing_codec), outside its locks; the count is the
+    /// session's). Only the first [`MISSING_CODECS_LOGGED`] types are kept and logged, the
+    /// last of them with a note that no more will be.
     #[cold]
     #[inline(never)]
-    /// Whether `event_type` is the first type seen here with no codec (then the caller
-    /// reports it with [`log_missing_codec`](Self::log_missing_codec), outside its locks).
     pub(crate) fn first_missing_codec(&self, event_type: EventType) -> bool {
-        self.missing_codecs.lock().insert(event_type)
+        let mut seen = self.missing_codecs.lock();
+        if seen.len() >= MISSING_CODECS_LOGGED {
+            return false;
+        }
+        seen.insert(event_type)
     }
 
     /// Logs an event type with no codec, through the environment's error logger (user
     /// code: called with no session lock held).
     pub(crate) fn log_missing_codec(&self, event_type: EventType, sender: ActorId) {
+        let last = self.missing_codecs.lock().len() >= MISSING_CODECS_LOGGED;
+        let more = if last {
+            " (this is the last type logged: events of types not seen yet are only counted)"
+        } else {
+            ""
+        };
         self.system.environment().log_error(&format!(
             "interconnect node {}: an event of type {event_type:#x} ({event_type}) from {sender} \
              has no codec registered on this node: its handler gets the bytes, and \
              `EventHandle::is`/`get` see no event of the type (register it with \
              `InterconnectSetup::event`, or with `agentbox::register_remote_event!` and \
              `InterconnectSetup::linked_events`); further events of this type are only counted \
-             (`SessionStats::events_without_codec`)",
+             (`SessionStats::events_without_codec`){more}",
             self.node_id
         ));
     }
@@ -503,6 +520,11 @@ impl StatsSource for IcStatsSource {
                 ("events_out.count", n(st.events_out)),
                 ("events_in.count", n(st.events_in)),
                 ("events_without_codec.count", n(st.events_without_codec)),
+                (
+                    "local_only_flags_cleared.count",
+                    n(st.local_only_flags_cleared),
+                ),
+                ("proxy_refusals.count", n(st.proxy_refusals)),
                 ("packets_resent.count", n(st.packets_resent)),
                 ("reconnects.count", n(st.reconnects)),
                 ("sessions_ended.count", n(st.sessions_ended)),
@@ -588,7 +610,26 @@ impl Proxy {
         let Some(s) = node.session(self.peer) else {
             return ev.unhandled();
         };
-        if ev.is::<Subscribe>() {
+        let refuse = match ev.event_type() {
+            // The proxy lives as long as the interconnect (YDB's proxies live as long as
+            // their actor system): a Poison, from a peer above all, would leave the service
+            // resolving to a dead id and every later subscription a dead letter.
+            EV_POISON => true,
+            // Nobody to notify (a subscriber with the empty id would be kept for nothing).
+            EV_SUBSCRIBE | EV_UNSUBSCRIBE => ev.sender().is_empty(),
+            _ => false,
+        };
+        if refuse {
+            s.state.lock().stats.proxy_refusals += 1;
+            tracing::debug!(
+                node = node.node_id,
+                peer = self.peer,
+                event_type = ev.event_type(),
+                sender = %ev.sender(),
+                "interconnect proxy: event refused"
+            );
+            Handled::Yes
+        } else if ev.is::<Subscribe>() {
             s.subscribe(&node, ev.sender(), ev.cookie());
             Handled::Yes
         } else if ev.is::<Unsubscribe>() {
@@ -735,7 +776,13 @@ fn close_after_linger(streams: Vec<Arc<IcStream>>, linger: Duration) {
 /// - **Subscriptions**: [`Subscribe`] to [`ActorId::interconnect_proxy`]`(node)`, or any
 ///   event sent with `SUBSCRIBE_ON_SESSION`, gives
 ///   [`NodeConnected`](super::NodeConnected) when the session is up and
-///   [`NodeDisconnected`](super::NodeDisconnected) when it ends.
+///   [`NodeDisconnected`](super::NodeDisconnected) when it ends. A subscriber list that
+///   grows drops this node's actors that are gone ([`SessionStats::subscribers`]).
+/// - **What a peer may not do**: the flags of a local send (`FORWARD_ON_NONDELIVERY`,
+///   `SUBSCRIBE_ON_SESSION`) are cleared from a received event
+///   ([`SessionStats::local_only_flags_cleared`]); the proxies refuse a
+///   [`Poison`](crate::actors::Poison), from anyone ([`SessionStats::proxy_refusals`]); the
+///   event types without a codec are logged for the first 256 types only.
 /// - **Who may join**: nodes of the name service only, with matching host names, cluster
 ///   ids and (if set) the shared secret, proven afresh in every handshake, resumes
 ///   included; a refused peer gets nothing delivered. Incoming handshakes are admitted
@@ -949,6 +996,13 @@ impl Interconnect {
     /// Whether a connection to `peer` is up now.
     pub fn is_connected(&self, peer: u32) -> bool {
         self.session_stats(peer).is_some_and(|s| s.connected)
+    }
+
+    /// How many event types without a codec this node has logged (the tests' view of a
+    /// bound: at most 256).
+    #[doc(hidden)]
+    pub fn missing_codec_types_logged(&self) -> usize {
+        self.node.missing_codecs.lock().len()
     }
 
     /// The last handshakes this node refused (at most 64), oldest first.

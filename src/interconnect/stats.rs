@@ -34,10 +34,25 @@ pub struct SessionStats {
     /// this node: they reach the handler as bytes
     /// ([`EventHandle::serialized_bytes`](crate::actors::EventHandle::serialized_bytes)),
     /// never as their type. The first of each type is also logged through the
-    /// environment's error logger, with the type number. Register the type with
+    /// environment's error logger, with the type number, for the first 256 types the node
+    /// meets (the last of them says so; events of later types are only counted). Register
+    /// the type with
     /// [`InterconnectSetup::event`](super::InterconnectSetup::event), or every linked one
     /// with [`InterconnectSetup::linked_events`](super::InterconnectSetup::linked_events).
     pub events_without_codec: u64,
+    /// Events received from the peer that carried `FORWARD_ON_NONDELIVERY` or
+    /// `SUBSCRIBE_ON_SESSION`: flags of a local send only (a forward target and a session
+    /// subscription of the sender belong to the sending node; YDB's sender clears them
+    /// from the wire), so this node clears them and delivers the event without them. A
+    /// peer that sets them is not sending as YDB's nodes do.
+    pub local_only_flags_cleared: u64,
+    /// Events the interconnect proxy of this session (the local service
+    /// [`ActorId::interconnect_proxy`](crate::ActorId::interconnect_proxy)`(peer)`)
+    /// refused, from any node: a [`Poison`](crate::actors::Poison) (the proxy lives as long
+    /// as the interconnect, as YDB's proxies live as long as their actor system), and a
+    /// [`Subscribe`](super::Subscribe) or [`Unsubscribe`](super::Unsubscribe) from the empty
+    /// id. Other events the proxy does not take are dead letters (`Unhandled`).
+    pub proxy_refusals: u64,
     /// Data packets sent again after a reconnect.
     pub packets_resent: u64,
     /// Data packets received again and skipped (already processed).
@@ -64,7 +79,10 @@ pub struct SessionStats {
     /// Data packets sent and not yet confirmed now.
     pub unconfirmed_packets: usize,
     /// Actors subscribed to the session's notices now (explicitly, or through an event
-    /// sent with `SUBSCRIBE_ON_SESSION`).
+    /// sent with `SUBSCRIBE_ON_SESSION`). One entry per actor; the list empties when the
+    /// session ends, loses an actor that unsubscribes, and, each time it grows to 64,
+    /// 128, 256, …, the actors of this node that are gone (passed away, or an answered
+    /// request's id) without unsubscribing.
     pub subscribers: usize,
     /// The last round-trip time measured by a ping.
     pub rtt: Option<Duration>,

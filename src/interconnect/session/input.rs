@@ -49,6 +49,16 @@ pub(crate) fn spawn_reader(
     }
 }
 
+/// The flags of a local send only, cleared from a received event: a forward target does
+/// not cross the wire (a peer's `FORWARD_ON_NONDELIVERY` would forward to no one), and
+/// `SUBSCRIBE_ON_SESSION` subscribes the sender of an event *leaving* a node to its
+/// session. YDB's sender clears both from the descriptor; kept from a peer that sets them,
+/// an event relayed to a third node would subscribe its sender, any id the peer makes up,
+/// to that session, one subscriber per new id (issue 31 §1.2).
+const LOCAL_ONLY: EventFlags = EventFlags::from_bits(
+    EventFlags::FORWARD_ON_NONDELIVERY.bits() | EventFlags::SUBSCRIBE_ON_SESSION.bits(),
+);
+
 /// What a batch of packets asks of the session's state.
 #[derive(Default)]
 struct Effects {
@@ -59,6 +69,9 @@ struct Effects {
     events_in: u64,
     /// Of `events_in`, those whose type has no codec here.
     without_codec: u64,
+    /// Of `events_in`, those whose flags named a forward target or a session subscription
+    /// (cleared: see [`LOCAL_ONLY`]).
+    local_only_flags: u64,
     /// Types seen with no codec for the first time, with a sender: logged once the input
     /// lock is released (the error logger is user code).
     first_without_codec: Vec<(EventType, ActorId)>,
@@ -158,6 +171,7 @@ fn run(
             st.stats.bytes_in += n as u64;
             st.stats.events_in += fx.events_in;
             st.stats.events_without_codec += fx.without_codec;
+            st.stats.local_only_flags_cleared += fx.local_only_flags;
             st.stats.packets_skipped += fx.skipped;
             if st.gen != gen {
                 return;
@@ -348,7 +362,11 @@ fn deliver_parts(
                 d.event_type
             )));
         }
-        let flags = EventFlags::from_bits(d.flags).without(EventFlags::EXTENDED_FORMAT);
+        let mut flags = EventFlags::from_bits(d.flags).without(EventFlags::EXTENDED_FORMAT);
+        if d.flags & LOCAL_ONLY.bits() != 0 {
+            flags = flags.without(LOCAL_ONLY);
+            fx.local_only_flags += 1;
+        }
         let decode = match last_type {
             Some((t, decode)) if t == d.event_type => decode,
             _ => {

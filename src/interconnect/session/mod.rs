@@ -50,6 +50,12 @@ pub(crate) use outbox::{outbox_meta, OutEvent, OutMeta, Outbox, SentPacket};
 /// queued or unconfirmed) trims the spares back to this many, on its own thread.
 pub(crate) const SPARE_IDLE: usize = 64;
 
+/// A subscriber list that grows to this length, and to each power of two above it, drops
+/// the local actors that are gone (passed away, or an answer id already answered): a
+/// subscriber that never unsubscribes is not kept for the session's life, and the list
+/// stays within twice its live subscribers or this, whichever is more.
+const PRUNE_SUBSCRIBERS_AT: usize = 64;
+
 /// The connection a session has now.
 pub(crate) enum Conn {
     None,
@@ -302,16 +308,21 @@ impl Session {
             return;
         }
         st.out.push(meta, body);
+        let before = st.subscribers.len();
         let fallout = if subscribe && !sender.is_empty() {
             Some(st.subscribe(sender, cookie, false))
         } else {
             None
         };
+        let prune = st.subscribers.len() > before && st.prune_due();
         let direct = self.take_direct_write(node, &mut st);
         if direct.is_none() && (!st.driver_started || st.driver_waiting) {
             self.wake(node, &mut st);
         }
         drop(st);
+        if prune {
+            self.prune_subscribers(node);
+        }
         if let Some(w) = direct {
             self.direct_write(node, w);
         }
@@ -330,11 +341,40 @@ impl Session {
                 self.flush_notices(node);
                 return;
             }
+            let before = st.subscribers.len();
             let f = st.subscribe(actor, cookie, true);
             self.wake(node, &mut st);
-            f
+            (f, st.subscribers.len() > before && st.prune_due())
         };
-        fallout.deliver(node, self.peer);
+        if fallout.1 {
+            self.prune_subscribers(node);
+        }
+        fallout.0.deliver(node, self.peer);
+    }
+
+    /// Drops the subscribers that are actors of this node no longer registered (see
+    /// [`PRUNE_SUBSCRIBERS_AT`]); asked outside the lock, since the actor table has locks
+    /// of its own. A subscriber of another node stays until it unsubscribes or the
+    /// session ends.
+    fn prune_subscribers(&self, node: &NodeShared) {
+        let local: Vec<ActorId> = {
+            let st = self.state.lock();
+            st.subscribers
+                .iter()
+                .map(|s| s.actor)
+                .filter(|a| a.node_id() == 0 || a.node_id() == node.node_id)
+                .collect()
+        };
+        let gone: ahash::AHashSet<ActorId> = local
+            .into_iter()
+            .filter(|&a| !node.system.is_registered(a))
+            .collect();
+        if !gone.is_empty() {
+            self.state
+                .lock()
+                .subscribers
+                .retain(|s| !gone.contains(&s.actor));
+        }
     }
 
     /// Sends the queued notices, unless another thread is sending them (it then sends
@@ -503,6 +543,13 @@ impl State {
             Conn::Connected { stream, .. } => Some(stream),
             Conn::None => None,
         }
+    }
+
+    /// Whether the subscriber list, just grown by one, is pruned now
+    /// ([`PRUNE_SUBSCRIBERS_AT`]).
+    fn prune_due(&self) -> bool {
+        let n = self.subscribers.len();
+        n >= PRUNE_SUBSCRIBERS_AT && n.is_power_of_two()
     }
 
     /// Adds a subscriber; announces NodeConnected at once if the session is up (always for

@@ -327,6 +327,7 @@ pub enum ExposeError {
 /// It is also the agent's own address for sending: [`send`](Self::send) and
 /// [`send_with`](Self::send_with) send from [`id`](Self::id), so that answers and
 /// `Undelivered` notices come back to the mbox.
+#[must_use = "dropping an Exposed endpoint takes its id away: keep it (an agent can keep its own as a field), detach() it, or give it to the environment with `env.keep(exposed)`"]
 #[derive(Debug)]
 pub struct Exposed {
     id: ActorId,

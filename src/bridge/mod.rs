@@ -45,6 +45,30 @@
 //! 5. **Order.** Events from one sender to one endpoint keep their order (the actor system's
 //!    and the interconnect's per-channel order, then the mbox's per-sender order).
 //!
+//! # Replies to an agent from another node
+//!
+//! An agent that asks a service on another node and wants the answers in its own mbox
+//! exposes its direct mbox in `define`, keeps the [`Exposed`] endpoint as a field (so it
+//! knows its own id from the start, and the id goes when the agent goes), and sends
+//! through a [`RemoteMbox`] built [`from`](RemoteMbox::from) that id: the service answers
+//! the sender, and the answer arrives as an ordinary message. No id needs to be shared
+//! through an `Arc<Mutex<…>>`.
+//!
+//! ```ignore
+//! fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+//!     let me = Endpoint::new(&ctx.direct_mbox()).event::<Doubled>().expose(&self.system)?;
+//!     self.doubler = Some(
+//!         RemoteMbox::new(&self.system, doubler_id()).from(me.id()).event::<Double>().build()?,
+//!     );
+//!     self.endpoint = Some(me);
+//!     ctx.subscribe_self().event(|a: &mut Self, _, d: &Doubled| { /* the answer */ })?;
+//!     Ok(())
+//! }
+//! ```
+//!
+//! The whole program, two nodes on loopback: `examples/remote_replies.rs`
+//! (`cargo run --example remote_replies`; CI runs it).
+//!
 //! # Examples
 //!
 //! An agent that is also reachable by id: it answers `Ping`s from an actor.

@@ -337,12 +337,15 @@ where
     Req: Send + Sync + 'static,
     Rep: Send + 'static,
 {
-    // On a pool's worker: counted as waiting until the answer, so that the pool keeps a
-    // thread to answer it (and the check below knows whether one is free).
-    let _waiting = crate::dispatcher::BlockedWorker::enter();
+    crate::dispatcher::BlockedWorker::before_check();
     if to.only_blocked_receivers(std::any::TypeId::of::<Request<Req, Rep>>(), 0) {
         return Err(RequestError::WouldDeadlock { mbox: to.name() });
     }
+    // On a pool's worker asking an agent of its own pool: counted as waiting until the
+    // answer, so that the pool keeps a thread to answer it; refused if none is free.
+    let Some(_waiting) = crate::dispatcher::BlockedWorker::enter() else {
+        return Err(RequestError::WouldDeadlock { mbox: to.name() });
+    };
     let (tx, rx) = crossbeam_channel::bounded(1);
     // One deadline for the wait and for the request (the bridge frees a remote request's
     // answer id at it): a timeout too long for an `Instant` never comes.

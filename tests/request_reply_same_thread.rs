@@ -211,6 +211,92 @@ fn an_elastic_pool_running_several_threads_answers_whatever_its_minimum() {
     }
 }
 
+/// A worker of a fixed pool of two waiting on an agent of another dispatcher does not make
+/// a request between the pool's other queues a deadlock: that request is answered (once a
+/// thread is free), not refused.
+#[test]
+fn a_wait_elsewhere_does_not_make_a_same_pool_request_a_deadlock() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    struct Slow;
+    impl Agent for Slow {
+        fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+            ctx.subscribe_self()
+                .event(|_: &mut Self, _, r: &Request<u32, u32>| {
+                    std::thread::sleep(Duration::from_millis(300));
+                    let _ = r.reply(r.get() + 1);
+                })?;
+            Ok(())
+        }
+    }
+    struct Waiter {
+        slow: Mbox,
+        asking: Arc<AtomicBool>,
+        log: Log,
+    }
+    impl Agent for Waiter {
+        fn on_start(&mut self, _ctx: &mut Context<Self>) {
+            self.asking.store(true, Ordering::SeqCst);
+            let r = request_reply::<u32, u32>(&self.slow, NEVER, 1);
+            self.log.push(format!("waiter {r:?}"));
+        }
+    }
+    struct Second {
+        target: Mbox,
+        asking: Arc<AtomicBool>,
+        log: Log,
+    }
+    impl Agent for Second {
+        fn on_start(&mut self, ctx: &mut Context<Self>) {
+            while !self.asking.load(Ordering::SeqCst) {
+                std::thread::yield_now();
+            }
+            // The waiter is (most likely) in its wait by now.
+            std::thread::sleep(Duration::from_millis(50));
+            let r = request_reply::<u32, u32>(&self.target, NEVER, 10);
+            self.log.push(format!("second {r:?}"));
+            ctx.deregister_coop(DeregReason::Normal);
+        }
+    }
+    let got = within_patience(|| {
+        let log = Log::new();
+        let l = log.clone();
+        Environment::launch(move |env| {
+            let pool = thread_pool::Builder::new().threads(2).build().unwrap();
+            let each = pool.binder_with(BindParams::new().fifo(Fifo::Individual));
+            let elsewhere = one_thread::Builder::new().build().unwrap().binder();
+            let asking = Arc::new(AtomicBool::new(false));
+            env.introduce_coop(|coop| {
+                let slow = coop.add_agent_with_binder(Slow, elsewhere);
+                let target = coop.add_agent_with_binder(Answerer, each.clone());
+                coop.add_agent_with_binder(
+                    Waiter {
+                        slow,
+                        asking: asking.clone(),
+                        log: l.clone(),
+                    },
+                    each.clone(),
+                );
+                coop.add_agent_with_binder(
+                    Second {
+                        target,
+                        asking,
+                        log: l.clone(),
+                    },
+                    each,
+                );
+            })
+            .unwrap();
+        })
+        .unwrap();
+        let mut got = log.get();
+        got.sort();
+        got
+    });
+    assert_eq!(got, ["second Ok(11)", "waiter Ok(2)"]);
+}
+
 /// Through an MPMC mbox: refused when its only subscriber is on the caller's thread (also
 /// through a binding to a second mbox), sent when another thread's agent also listens.
 #[test]

@@ -232,33 +232,41 @@ thread_local! {
     static HOLDING: Cell<usize> = const { Cell::new(0) };
     /// On a worker: its pool's thread control (for [`BlockedWorker`]).
     static CTL: std::cell::RefCell<Option<Arc<ThreadCtl>>> = const { std::cell::RefCell::new(None) };
-    /// On a worker waiting in a request ([`BlockedWorker`]): whether its pool has a thread
-    /// to answer. `None` outside such a wait.
-    static ANSWERABLE: Cell<Option<bool>> = const { Cell::new(None) };
+    /// Set when a request's deadlock check met an agent of the calling worker's own pool
+    /// (another queue of it): the wait then needs a thread of this pool ([`BlockedWorker`]).
+    static TARGET_IN_POOL: Cell<bool> = const { Cell::new(false) };
 }
 
-/// A worker of a thread pool waits in a blocking request (`request_reply`) until it is
-/// dropped: counted by its pool, which keeps a thread besides it (and every other worker so
-/// waiting) running, so that an agent of another queue of the pool can answer. On any
-/// other thread, or when no other thread of the pool is free, it counts nothing, and a
-/// request to an agent of the pool is refused as a deadlock.
+/// A worker of a thread pool waiting in a blocking request (`request_reply`) for an agent
+/// of another queue of its own pool, until dropped: counted by its pool, which keeps a
+/// thread besides it (and every other worker so waiting) running, so that the agent can
+/// answer. A wait for anything else (another dispatcher's agent, a chain) is not counted:
+/// the worker comes back by itself.
 pub(crate) struct BlockedWorker(Option<Arc<ThreadCtl>>);
 
 impl BlockedWorker {
-    /// Enters the wait (see the type's docs).
-    pub(crate) fn enter() -> BlockedWorker {
+    /// Before a request's deadlock check: forgets what an earlier check met.
+    pub(crate) fn before_check() {
+        TARGET_IN_POOL.set(false);
+    }
+
+    /// After the check found receivers that can answer: `None` if one of them is an agent
+    /// of the calling worker's own pool and no thread of the pool is free to run it (then
+    /// the request would wait for nothing: a deadlock); otherwise the wait's guard (which
+    /// counts it if it needs a thread of the pool).
+    pub(crate) fn enter() -> Option<BlockedWorker> {
+        if !TARGET_IN_POOL.replace(false) {
+            return Some(BlockedWorker(None));
+        }
         let Some(ctl) = CTL.with_borrow(Clone::clone) else {
-            return BlockedWorker(None);
+            return Some(BlockedWorker(None));
         };
-        let answerable = ctl.enter_blocked();
-        ANSWERABLE.set(Some(answerable));
-        BlockedWorker(answerable.then_some(ctl))
+        ctl.enter_blocked().then_some(BlockedWorker(Some(ctl)))
     }
 }
 
 impl Drop for BlockedWorker {
     fn drop(&mut self) {
-        ANSWERABLE.set(None);
         if let Some(ctl) = self.0.take() {
             ctl.leave_blocked();
         }
@@ -577,10 +585,10 @@ impl EventQueue for AgentQueue {
         if pool == 0 || pool != self.shared.as_ptr() as usize {
             return false;
         }
-        match ANSWERABLE.get() {
-            Some(answerable) => !answerable,
-            None => self.shared.upgrade().is_some_and(|s| s.single_thread()),
-        }
+        // The request's wait will need a thread of this pool (`BlockedWorker::enter`
+        // decides whether one is free, under the pool's lock).
+        TARGET_IN_POOL.set(true);
+        self.shared.upgrade().is_some_and(|s| s.single_thread())
     }
 
     fn push(&self, demand: Demand) {

@@ -374,8 +374,12 @@ impl Proxy {
             // their actor system): a Poison, from a peer above all, would leave the service
             // resolving to a dead id and every later subscription a dead letter.
             EV_POISON => true,
-            // Nobody to notify (a subscriber with the empty id would be kept for nothing).
-            EV_SUBSCRIBE | EV_UNSUBSCRIBE => ev.sender().is_empty(),
+            // Nobody to notify (a subscriber with the empty id would be kept for nothing);
+            // and only this node's actors subscribe to its sessions (as in YDB, where a
+            // subscription is a local send): a peer's made-up senders, relayed here,
+            // would otherwise grow another session's list without bound.
+            EV_SUBSCRIBE => ev.sender().is_empty() || ev.sender().node_id() != node.node_id,
+            EV_UNSUBSCRIBE => ev.sender().is_empty(),
             _ => false,
         };
         if refuse {

@@ -377,6 +377,11 @@ impl Core {
     }
 
     pub(super) fn on_disconnected(&self, peer: u32, mailbox: Option<Mbox>) {
+        // Only a member's session counts: a notice naming any other node changes nothing
+        // (nor grows the table of failures).
+        if !self.peers.contains(&peer) {
+            return;
+        }
         let (closed, failures) = {
             let mut st = self.state.lock();
             let was_up = st.connected.remove(&peer);
@@ -388,7 +393,7 @@ impl Core {
             (st.closed, failures)
         };
         self.forget_peer(peer);
-        if closed || !self.peers.contains(&peer) {
+        if closed {
             return;
         }
         let (Some(sys), Some(mailbox)) = (self.sys.upgrade(), mailbox) else {

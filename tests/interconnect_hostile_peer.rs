@@ -1614,6 +1614,43 @@ fn a_poison_from_a_peer_leaves_the_interconnect_proxies_alive_and_is_counted() {
     rig.wrapped.stop_then_join().unwrap();
 }
 
+/// Only the node's own actors subscribe to its sessions: `Subscribe`s a peer relays to a
+/// proxy from made-up senders (here to the proxy of the session with node 3) are refused
+/// and counted, and that session's subscriber list does not grow by one per sender.
+#[test]
+fn subscribes_from_a_peer_s_made_up_senders_are_refused_and_grow_no_list() {
+    install_panic_hook();
+    let (rig, _) = quiet_rig();
+    let peer = Peer::connect(rig.addr1);
+    wait_until("node 1's session with node 3 is up", || {
+        rig.node1.ic.is_connected(3)
+    });
+    let before = rig.node1.ic.session_stats(3).unwrap().subscribers;
+    const N: u64 = 200;
+    let subscribes: Vec<_> = (0..N)
+        .map(|k| {
+            let d = EventDescriptor {
+                event_type: Subscribe::EVENT_TYPE,
+                recipient: ActorId::interconnect_proxy(3),
+                sender: ActorId::new(2, 5000 + k, 0),
+                ..Default::default()
+            };
+            (d, Vec::new())
+        })
+        .collect();
+    peer.send_all(&subscribes);
+    wait_until("the Subscribes are refused and counted", || {
+        rig.node1.ic.session_stats(3).unwrap().proxy_refusals == N
+    });
+    let st3 = rig.node1.ic.session_stats(3).unwrap();
+    // One more may be the rig's own late subscriber (see the relayed-flags test).
+    assert!(st3.subscribers <= before + 1, "before {before}: {st3:?}");
+    assert_proxies_alive(&rig.node1, &plain);
+    assert!(node_panics().is_empty(), "{:#?}", node_panics());
+    peer.close();
+    rig.wrapped.stop_then_join().unwrap();
+}
+
 /// A peer that sends events of ever new types without a codec on the node: every one is
 /// counted (`events_without_codec`), and the node keeps and logs a bounded number of
 /// types, not one per type for the life of the process.

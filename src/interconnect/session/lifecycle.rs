@@ -209,7 +209,7 @@ impl Session {
         st.stats.sessions_ended += 1;
         let lost = fallout.failed.len();
         st.stats.events_not_delivered += lost as u64;
-        log_end(node, self.peer, &err, &fallout.failed);
+        fallout.ended = Some(err.clone());
         st.stats.record_error(err);
         // The writer of the ended connection stops at its next look; the driver starts the
         // next session now if events wait.
@@ -225,7 +225,7 @@ impl Session {
 /// (`unsure`: of them, those sent and never confirmed), or, with none, a warning unless
 /// the end is an ordinary one (a clean close by the peer, our node stopping, a restarted
 /// peer), which is only a debug line.
-fn log_end(
+pub(super) fn log_end(
     node: &NodeShared,
     peer: u32,
     err: &SessionError,

@@ -178,10 +178,16 @@ pub(crate) struct Fallout {
     failed: Vec<(EventHandle, bool)>,
     /// Notices were queued.
     notify: bool,
+    /// The session ended so: logged once, with the lock released (a `tracing`
+    /// subscriber is user code).
+    ended: Option<SessionError>,
 }
 
 impl Fallout {
     pub(crate) fn deliver(self, node: &NodeShared, peer: u32) {
+        if let Some(err) = &self.ended {
+            lifecycle::log_end(node, peer, err, &self.failed);
+        }
         let sys = &node.system.0;
         for (h, unsure) in self.failed {
             sys.not_delivered_as(h, crate::actors::DeadLetterReason::Disconnected, unsure);
@@ -194,7 +200,7 @@ impl Fallout {
     }
 
     fn is_empty(&self) -> bool {
-        self.failed.is_empty() && !self.notify
+        self.failed.is_empty() && !self.notify && self.ended.is_none()
     }
 }
 

@@ -21,16 +21,6 @@ pub(crate) enum DropReason {
     Unreachable,
 }
 
-impl DropReason {
-    /// The reason for a redirected message the target mbox refused.
-    pub(crate) fn for_redirect(e: &crate::mbox::SendError) -> DropReason {
-        match e {
-            crate::mbox::SendError::RedirectionDepthExceeded { .. } => DropReason::RedirectionDepth,
-            _ => DropReason::Refused,
-        }
-    }
-}
-
 /// One relaxed counter per reason, shared by an environment's mboxes and agents. Only
 /// drop paths touch it.
 #[derive(Default)]

@@ -20,10 +20,6 @@
 //! thread (a refused message) panics there, in the sender.
 
 use std::any::Any;
-use std::fmt;
-
-use crate::agent::AgentArc;
-use crate::coop::DeregReason;
 
 /// The reaction to a panic in an agent's code.
 ///
@@ -62,21 +58,6 @@ pub enum ExceptionReaction {
     Inherit,
 }
 
-/// What went wrong in an agent.
-pub(crate) enum Failure {
-    Panic(String),
-    Error(crate::agent::StateError),
-}
-
-impl fmt::Display for Failure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Failure::Panic(m) => write!(f, "panic: {m}"),
-            Failure::Error(e) => write!(f, "error: {e}"),
-        }
-    }
-}
-
 pub(crate) fn panic_message(payload: &Box<dyn Any + Send>) -> String {
     if let Some(s) = payload.downcast_ref::<&str>() {
         (*s).to_owned()
@@ -84,52 +65,5 @@ pub(crate) fn panic_message(payload: &Box<dyn Any + Send>) -> String {
         s.clone()
     } else {
         "<non-string panic payload>".to_owned()
-    }
-}
-
-/// Applies the agent's effective reaction to a failure.
-pub(crate) fn react(agent: &AgentArc, failure: Failure, during: &str) {
-    let core = agent;
-    let coop = core.coop();
-    let env = core.env.upgrade();
-    let mut reaction = core.reaction;
-    if reaction == ExceptionReaction::Inherit {
-        if let Some(c) = &coop {
-            reaction = c.exception_reaction();
-        }
-    }
-    if reaction == ExceptionReaction::Inherit {
-        reaction = env
-            .as_ref()
-            .map_or(ExceptionReaction::Abort, |e| e.exception_reaction());
-    }
-    let text = format!(
-        "agent {}{} failed in {during}: {failure}; reaction: {reaction:?}",
-        core.id.0,
-        env.as_ref()
-            .and_then(|e| e.0.names.get(core.id))
-            .map(|n| format!(" ({n})"))
-            .unwrap_or_default()
-    );
-    match &env {
-        Some(env) => env.log_error(&text),
-        None => eprintln!("agentbox: {text}"),
-    }
-    match reaction {
-        ExceptionReaction::Abort | ExceptionReaction::Inherit => {
-            eprintln!("agentbox: aborting the process: {text}");
-            std::process::abort();
-        }
-        ExceptionReaction::ShutdownEnvironment => {
-            if let Some(env) = env {
-                env.stop();
-            }
-        }
-        ExceptionReaction::DeregisterCoop => {
-            if let Some(c) = coop {
-                c.deregister(DeregReason::Panic);
-            }
-        }
-        ExceptionReaction::Ignore => {}
     }
 }

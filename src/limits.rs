@@ -372,7 +372,7 @@ impl LimitTable {
 /// nobody else reports (the sender's `send` returned long ago).
 fn count_redirect_failure(core: &AgentArc, sent: &Result<(), crate::mbox::SendError>) {
     if let Err(e) = sent {
-        core.drops.count(DropReason::for_redirect(e));
+        core.drops.count(e.drop_reason());
     }
 }
 

@@ -14,7 +14,8 @@ use super::subscription::{Action, Handler};
 use super::{Agent, AgentRef, Context, DefineError, State, StateError};
 use crate::dispatcher::Run;
 use crate::drops::DropReason;
-use crate::exception::{self, Failure};
+use crate::agent::{react, Failure};
+use crate::exception;
 use crate::mbox::MboxId;
 use crate::message::{Access, Message};
 use crate::trace::{self, TraceEvent, TraceRecord};
@@ -421,7 +422,7 @@ impl<A: Agent> Inner<A> {
     #[cold]
     #[inline(never)]
     fn handler_failed(core: &AgentArc, failure: Failure) {
-        exception::react(core, failure, "a handler");
+        react(core, failure, "a handler");
     }
 }
 
@@ -486,13 +487,13 @@ impl<A: Agent> AgentExec for Inner<A> {
                 core.set_status(FINISHED);
                 if let Err(payload) = unsubscribed {
                     let failure = Failure::Panic(exception::panic_message(&payload));
-                    exception::react(core, failure, "dropping its subscriptions");
+                    react(core, failure, "dropping its subscriptions");
                 }
                 if let Err(failure) = result {
-                    exception::react(core, failure, "on_finish");
+                    react(core, failure, "on_finish");
                 }
                 if let Err(failure) = left {
-                    exception::react(core, failure, "an on_exit hook on the way out");
+                    react(core, failure, "an on_exit hook on the way out");
                 }
                 // The coop hears of it from whoever drops the executor, right after
                 // (`finished`): its last step, notices included, comes after the drop.
@@ -506,7 +507,7 @@ impl<A: Agent> AgentExec for Inner<A> {
                 Run::Start => "on_start",
                 _ => "a handler",
             };
-            exception::react(core, failure, during);
+            react(core, failure, during);
         }
         false
     }
@@ -609,7 +610,7 @@ impl<A: Agent + Sync> SharedExec for SharedView<A> {
         let outcome = catch_unwind(AssertUnwindSafe(|| inner.call_safe(slot, mbox, msg)));
         drop(inner);
         if let Err(payload) = outcome {
-            exception::react(
+            react(
                 core,
                 Failure::Panic(exception::panic_message(&payload)),
                 "a thread-safe handler",

@@ -21,6 +21,7 @@ mod cell;
 mod context;
 pub(crate) mod core;
 pub(crate) mod exec;
+mod failure;
 mod fast_types;
 mod name;
 mod state;
@@ -33,6 +34,7 @@ use std::sync::Arc;
 use thiserror::Error;
 
 pub use self::core::AgentRef;
+pub(crate) use failure::{react, Failure};
 pub(crate) use self::core::{activate, direct_deliver, AgentArc, AgentCore, AgentWeak, ExecBox};
 pub use context::{Context, ThreadSafeContext};
 pub use name::AgentNameError;

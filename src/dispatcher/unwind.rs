@@ -29,7 +29,8 @@ use super::Demand;
 use crate::agent::{AgentArc, AgentId, ExecBox};
 use crate::drops::{DropCounters, DropReason};
 use crate::environment::WeakEnv;
-use crate::exception::{self, Failure};
+use crate::agent::Failure;
+use crate::exception;
 use crate::mbox::MboxId;
 use crate::trace::{self, TraceEvent, TraceRecord};
 
@@ -75,7 +76,7 @@ pub(crate) fn message_of(payload: Box<dyn Any + Send>) -> String {
 /// reaction's own steps run user code (the error logger): a panic there is written to
 /// stderr, never let out of the worker.
 pub(crate) fn react(core: &AgentArc, msg: String, during: &str) {
-    let reacted = catching(|| exception::react(core, Failure::Panic(msg), during));
+    let reacted = catching(|| crate::agent::react(core, Failure::Panic(msg), during));
     if let Err(again) = reacted {
         eprintln!("agentbox: a panic while reporting a panic in {during}: {again}");
     }

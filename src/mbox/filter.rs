@@ -5,7 +5,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, OnceLock};
 
 use crate::agent::{AgentArc, AgentWeak};
-use crate::exception::{self, Failure};
+use crate::agent::{react, Failure};
+use crate::exception;
 use crate::message::{Access, Message};
 
 /// A predicate that decides, on the sender's thread and before anything is queued, whether
@@ -126,7 +127,7 @@ impl DeliveryFilter {
     fn panicked(&self, payload: &Box<dyn std::any::Any + Send>) {
         let failure = Failure::Panic(exception::panic_message(payload));
         match self.0.owner.get().and_then(AgentWeak::upgrade) {
-            Some(owner) => exception::react(&owner, failure, "a delivery filter"),
+            Some(owner) => react(&owner, failure, "a delivery filter"),
             None => eprintln!("agentbox: a delivery filter failed: {failure}"),
         }
     }

@@ -144,7 +144,7 @@ fn redirect(to: &Mbox, msg: Message, depth: RedirectionDepth, mode: DeliveryMode
         if let Some(env) = to.environment() {
             env.0
                 .drops
-                .count(crate::drops::DropReason::for_redirect(&e));
+                .count(e.drop_reason());
         }
     }
 }

@@ -55,8 +55,8 @@ use std::sync::Arc;
 
 use parking_lot::RwLock;
 
-use crate::agent::AgentId;
-use crate::mbox::MboxId;
+use crate::agent::id::AgentId;
+use crate::mbox::id::MboxId;
 use crate::message::MessageType;
 
 /// What a message limit did with a message over the limit.
@@ -224,7 +224,7 @@ pub(crate) struct TraceHub {
     tracer: Arc<dyn Tracer>,
     filter: RwLock<Option<TraceFilter>>,
     /// The environment's agent names, for the records' `agent_name`.
-    names: Arc<crate::agent::AgentNames>,
+    names: Arc<crate::agent::name::AgentNames>,
 }
 
 /// Where agents and mboxes keep their environment's tracer: `None` when tracing is off.
@@ -234,7 +234,7 @@ impl TraceHub {
     pub(crate) fn new(
         tracer: Arc<dyn Tracer>,
         filter: Option<TraceFilter>,
-        names: Arc<crate::agent::AgentNames>,
+        names: Arc<crate::agent::name::AgentNames>,
     ) -> Self {
         TraceHub {
             tracer,

@@ -144,87 +144,9 @@ pub(crate) fn type_key(ty: &TypeId) -> u32 {
 }
 
 #[cfg(all(test, not(loom)))]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn distinct_types_get_distinct_nonzero_keys() {
-        let keys = [
-            type_key(&TypeId::of::<u8>()),
-            type_key(&TypeId::of::<u16>()),
-            type_key(&TypeId::of::<String>()),
-            type_key(&TypeId::of::<()>()),
-        ];
-        for (i, a) in keys.iter().enumerate() {
-            assert_ne!(*a, 0);
-            for b in &keys[i + 1..] {
-                assert_ne!(a, b);
-            }
-        }
-        assert_eq!(keys[0], type_key(&TypeId::of::<u8>()));
-    }
-
-    #[test]
-    fn lookup_answers_from_an_exact_copy_and_defers_otherwise() {
-        let t = FastTypes::new();
-        assert_eq!(t.lookup(5), Some(false));
-        t.publish(Some(&[5, 6]));
-        assert_eq!(t.lookup(5), Some(true));
-        assert_eq!(t.lookup(7), Some(false));
-        t.publish(None);
-        assert_eq!(t.lookup(5), None);
-        t.publish(Some(&[1, 2, 3, 4, 5, 6, 7, 8, 9]));
-        assert_eq!(t.lookup(9), None, "more than SLOTS types: ask the lock");
-        t.publish(Some(&[6]));
-        assert_eq!(t.lookup(5), Some(false));
-        assert_eq!(t.lookup(6), Some(true));
-    }
-}
+#[path = "fast_types_tests.rs"]
+mod tests;
 
 #[cfg(all(test, loom))]
-mod loom_tests {
-    use loom::sync::Arc;
-
-    use super::FastTypes;
-
-    /// The defect this protocol fixes: type 1 stays subscribed while type 2 is removed
-    /// (shifting type 1 to the first slot) and added again; a reader must never be told
-    /// that type 1 is not subscribed.
-    #[test]
-    fn a_type_subscribed_throughout_is_never_refused() {
-        loom::model(|| {
-            let t = Arc::new(FastTypes::new());
-            t.publish(Some(&[2, 1]));
-            let writer = {
-                let t = t.clone();
-                loom::thread::spawn(move || {
-                    t.publish(Some(&[1]));
-                    t.publish(Some(&[1, 2]));
-                })
-            };
-            assert_ne!(t.lookup(1), Some(false));
-            writer.join().unwrap();
-            assert_eq!(t.lookup(1), Some(true));
-            assert_eq!(t.lookup(2), Some(true));
-        });
-    }
-
-    /// A reader sees either the table before or the table after, never a mix.
-    #[test]
-    fn a_reader_sees_a_whole_table() {
-        loom::model(|| {
-            let t = Arc::new(FastTypes::new());
-            t.publish(Some(&[3]));
-            let writer = {
-                let t = t.clone();
-                loom::thread::spawn(move || t.publish(Some(&[4])))
-            };
-            let (a, b) = (t.lookup(3), t.lookup(4));
-            // Type 3 absent means the new table was published; type 4 is then present.
-            assert!(!(a == Some(false) && b == Some(false)), "{a:?} {b:?}");
-            writer.join().unwrap();
-            assert_eq!(t.lookup(3), Some(false));
-            assert_eq!(t.lookup(4), Some(true));
-        });
-    }
-}
+#[path = "fast_types_loom_tests.rs"]
+mod loom_tests;

@@ -23,20 +23,21 @@ pub(crate) mod core;
 pub(crate) mod exec;
 mod failure;
 mod fast_types;
-mod name;
+pub(crate) mod id;
+pub(crate) mod name;
 mod state;
 mod subscribe;
 mod subscription;
 
-use std::fmt;
 use std::sync::Arc;
 
 use thiserror::Error;
 
 pub use self::core::AgentRef;
-pub(crate) use failure::{react, Failure};
 pub(crate) use self::core::{activate, direct_deliver, AgentArc, AgentCore, AgentWeak, ExecBox};
 pub use context::{Context, ThreadSafeContext};
+pub(crate) use failure::{react, Failure};
+pub use id::{AgentId, Priority};
 pub use name::AgentNameError;
 pub(crate) use name::AgentNames;
 pub use state::{History, State, StateError, MAX_STATE_NESTING};
@@ -116,60 +117,6 @@ pub trait Agent: Send + Sized + 'static {
     /// [`ExceptionReaction::Inherit`]: the coop's).
     fn exception_reaction(&self) -> ExceptionReaction {
         ExceptionReaction::Inherit
-    }
-}
-
-/// Agent priorities, `P0` (lowest, the default) to `P7` (highest).
-///
-/// Multi-consumer mboxes deliver to higher-priority subscribers first; a coop binds its
-/// agents in priority order; priority dispatchers schedule by it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-#[allow(missing_docs)]
-pub enum Priority {
-    #[default]
-    P0,
-    P1,
-    P2,
-    P3,
-    P4,
-    P5,
-    P6,
-    P7,
-}
-
-impl Priority {
-    /// All priorities, lowest first.
-    pub const ALL: [Priority; 8] = [
-        Priority::P0,
-        Priority::P1,
-        Priority::P2,
-        Priority::P3,
-        Priority::P4,
-        Priority::P5,
-        Priority::P6,
-        Priority::P7,
-    ];
-
-    /// 0 for `P0` … 7 for `P7`.
-    pub fn index(self) -> usize {
-        self as usize
-    }
-}
-
-/// The process-wide unique id of an agent.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
-pub struct AgentId(pub(crate) u64);
-
-impl AgentId {
-    /// The raw number (also the id of the agent's direct mbox).
-    pub fn as_u64(&self) -> u64 {
-        self.0
-    }
-}
-
-impl fmt::Display for AgentId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "agent:{}", self.0)
     }
 }
 

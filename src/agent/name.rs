@@ -16,7 +16,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use thiserror::Error;
 
-use super::AgentId;
+use super::id::AgentId;
 
 /// Why [`Context::set_name`](crate::Context::set_name) refused a name.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]

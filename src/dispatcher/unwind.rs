@@ -26,10 +26,10 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 use super::Demand;
+use crate::agent::Failure;
 use crate::agent::{AgentArc, AgentId, ExecBox};
 use crate::drops::{DropCounters, DropReason};
 use crate::environment::WeakEnv;
-use crate::agent::Failure;
 use crate::exception;
 use crate::mbox::MboxId;
 use crate::trace::{self, TraceEvent, TraceRecord};

@@ -151,7 +151,9 @@ impl SendError {
     /// The drop reason for a redirected message the target mbox refused with this error.
     pub(crate) fn drop_reason(&self) -> crate::drops::DropReason {
         match self {
-            SendError::RedirectionDepthExceeded { .. } => crate::drops::DropReason::RedirectionDepth,
+            SendError::RedirectionDepthExceeded { .. } => {
+                crate::drops::DropReason::RedirectionDepth
+            }
             _ => crate::drops::DropReason::Refused,
         }
     }

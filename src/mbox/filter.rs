@@ -4,8 +4,8 @@ use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, OnceLock};
 
-use crate::agent::{AgentArc, AgentWeak};
 use crate::agent::{react, Failure};
+use crate::agent::{AgentArc, AgentWeak};
 use crate::exception;
 use crate::message::{Access, Message};
 

@@ -17,6 +17,7 @@ mod binding;
 mod custom;
 mod error;
 mod filter;
+pub(crate) mod id;
 pub(crate) mod mpmc;
 pub(crate) mod named;
 mod raw;
@@ -24,13 +25,13 @@ mod sink;
 pub(crate) mod unique;
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 pub use binding::{MultiSinkBinding, SingleSinkBinding};
 pub use custom::MboxImpl;
 pub use error::{SendError, SubscribeError};
 pub use filter::DeliveryFilter;
+pub use id::{MboxId, MboxKind};
 pub use named::NamedMboxError;
 pub use raw::RawMbox;
 pub use sink::{DeliveryMode, MessageSink, Sink};
@@ -38,42 +39,6 @@ pub use sink::{DeliveryMode, MessageSink, Sink};
 use crate::agent::AgentArc;
 use crate::environment::Environment;
 use crate::message::{Message, RedirectionDepth, MAX_REDIRECTION_DEPTH};
-
-/// The process-wide unique id of an mbox (an agent's direct mbox has its agent's id).
-// Ids count up from 1 ([`MboxId::next`]; 0 is the time-limit mbox) and no public API makes
-// one from a number: a queued demand relies on every id being below 2^62, keeping the
-// words above it for inline messages and control demands (`dispatcher::demand`).
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
-pub struct MboxId(pub(crate) u64);
-
-static NEXT_ID: AtomicU64 = AtomicU64::new(1);
-
-impl MboxId {
-    /// A fresh id, never returned before in this process. Custom mboxes call this once.
-    pub fn next() -> MboxId {
-        MboxId(NEXT_ID.fetch_add(1, Ordering::Relaxed))
-    }
-
-    /// The raw number.
-    pub fn as_u64(&self) -> u64 {
-        self.0
-    }
-}
-
-impl fmt::Display for MboxId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "mbox:{}", self.0)
-    }
-}
-
-/// Whether many agents or only one may receive from an mbox.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
-pub enum MboxKind {
-    /// Multi-producer, multi-consumer: any agent may subscribe; no mutable messages.
-    MultiConsumer,
-    /// Multi-producer, single-consumer: mutable messages allowed.
-    SingleConsumer,
-}
 
 /// A handle to a message box: cheap to clone, compared and hashed by id.
 ///

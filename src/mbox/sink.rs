@@ -142,9 +142,7 @@ impl Sink {
 fn redirect(to: &Mbox, msg: Message, depth: RedirectionDepth, mode: DeliveryMode) {
     if let Err(e) = to.deliver_with(msg, depth + 1, mode) {
         if let Some(env) = to.environment() {
-            env.0
-                .drops
-                .count(e.drop_reason());
+            env.0.drops.count(e.drop_reason());
         }
     }
 }

@@ -78,7 +78,7 @@ pub(crate) struct AgentCore {
     /// Its type name and current state, for `Environment::introspect` (feature `monitor`
     /// only: 24 bytes an agent that a build without the page does not pay).
     #[cfg(feature = "monitor")]
-    pub(crate) shown: crate::environment::introspect::Shown,
+    pub(crate) shown: super::shown::Shown,
 }
 
 /// The parts of an agent's core its worker has not taken yet. (The executor waits in the
@@ -117,7 +117,7 @@ impl AgentCore {
             drops: env.0.drops.clone(),
             limits: OnceLock::new(),
             #[cfg(feature = "monitor")]
-            shown: crate::environment::introspect::Shown::new(type_name),
+            shown: super::shown::Shown::new(type_name),
         }
     }
 

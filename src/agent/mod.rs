@@ -25,6 +25,8 @@ mod failure;
 mod fast_types;
 pub(crate) mod id;
 pub(crate) mod name;
+#[cfg(feature = "monitor")]
+pub(crate) mod shown;
 mod state;
 mod subscribe;
 mod subscription;

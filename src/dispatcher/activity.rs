@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::stats::Quantity;
+use crate::stats::source::Quantity;
 
 /// Counts and total times of one worker thread. Written by that thread only.
 #[derive(Default)]

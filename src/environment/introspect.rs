@@ -24,50 +24,10 @@
 
 use std::time::Duration;
 
-#[cfg(feature = "monitor")]
-use parking_lot::Mutex;
-
 use super::Environment;
-#[cfg(feature = "monitor")]
-use crate::agent::State;
 use crate::agent::{AgentId, Priority};
 use crate::drops::DropCounts;
-use crate::stats::Quantity;
-
-/// What an agent's core keeps for introspection: its type name and its current state.
-///
-/// Cold: read only by [`Environment::introspect`], written at creation and at each state
-/// switch.
-#[cfg(feature = "monitor")]
-pub(crate) struct Shown {
-    type_name: fn() -> &'static str,
-    /// The current leaf state; `None` until the first switch (the default state, where
-    /// every agent starts).
-    state: Mutex<Option<State>>,
-}
-
-#[cfg(feature = "monitor")]
-impl Shown {
-    pub(crate) fn new(type_name: fn() -> &'static str) -> Self {
-        Shown {
-            type_name,
-            state: Mutex::new(None),
-        }
-    }
-
-    /// Publishes the agent's new current leaf state (its worker calls this at a switch).
-    pub(crate) fn set_state(&self, state: &State) {
-        // The old state is dropped after the lock is released.
-        let _old = self.state.lock().replace(state.clone());
-    }
-
-    fn state_name(&self) -> String {
-        match &*self.state.lock() {
-            Some(s) => s.name().to_owned(),
-            None => "<default>".to_owned(),
-        }
-    }
-}
+use crate::stats::source::Quantity;
 
 /// A snapshot of an environment ([`Environment::introspect`]).
 #[derive(Debug, Clone)]

@@ -49,7 +49,7 @@ pub enum ExceptionReaction {
     Abort,
     /// Stop the environment: every coop is deregistered with reason shutdown.
     ShutdownEnvironment,
-    /// Deregister the agent's coop with [`DeregReason::Panic`].
+    /// Deregister the agent's coop with [`DeregReason::Panic`](crate::DeregReason::Panic).
     DeregisterCoop,
     /// Log and go on with the next demand.
     Ignore,

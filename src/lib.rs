@@ -122,6 +122,8 @@
 //!   as dev-dependencies.
 //!
 //! New to agentbox? [`guide`] has a page for readers coming from SObjectizer, YDB and actix.
+//! Working on agentbox itself? [`guide::architecture`] maps its layers and says where a new
+//! piece goes.
 //! - `tokio` (off by default): `agentbox::tokio_interop`, the bridge with async
 //!   code on tokio. Async code asks agents without blocking a runtime thread
 //!   (`tokio_interop::request_reply`, a future with a timeout), reads mchains as a future

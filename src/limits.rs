@@ -57,12 +57,10 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 use thiserror::Error;
 
-use crate::agent::AgentArc;
-use crate::drops::DropReason;
-use crate::mbox::{DeliveryMode, Mbox, MboxId};
-use crate::message::{Access, Message, MessageType, RedirectionDepth};
+use crate::mbox::Mbox;
+use crate::message::{Message, MessageType};
 use crate::sync::{AtomicUsize, Ordering};
-use crate::trace::{self, LimitAction, TraceEvent, TraceRecord};
+use crate::trace::LimitAction;
 
 /// Why a limit could not be declared.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
@@ -123,7 +121,7 @@ pub(crate) enum Overflow {
 }
 
 impl Overflow {
-    fn action(&self) -> LimitAction {
+    pub(crate) fn action(&self) -> LimitAction {
         match self {
             Overflow::Drop => LimitAction::Drop,
             Overflow::Abort => LimitAction::Abort,
@@ -141,7 +139,7 @@ pub(crate) struct Spec {
 
 /// One type's counter.
 pub(crate) struct Limit {
-    spec: Spec,
+    pub(crate) spec: Spec,
     count: Counter,
 }
 
@@ -363,62 +361,6 @@ impl LimitTable {
                 if let Some(l) = self.find_default(ty) {
                     l.put_back()
                 }
-            }
-        }
-    }
-}
-
-/// A redirected or transformed message that went past the redirection depth is a drop
-/// nobody else reports (the sender's `send` returned long ago).
-fn count_redirect_failure(core: &AgentArc, sent: &Result<(), crate::mbox::SendError>) {
-    if let Err(e) = sent {
-        core.drops.count(e.drop_reason());
-    }
-}
-
-/// Rules 3 and 4: what happens to a message over the limit.
-#[cold]
-#[inline(never)]
-pub(crate) fn overflow(
-    core: &AgentArc,
-    limit: &Limit,
-    mbox: MboxId,
-    msg: Message,
-    depth: RedirectionDepth,
-) {
-    trace::emit(&core.trace, || {
-        TraceRecord::new(TraceEvent::OverLimit(limit.spec.overflow.action()))
-            .agent(core.id)
-            .mbox(mbox)
-            .msg(msg.message_type())
-    });
-    match &limit.spec.overflow {
-        Overflow::Drop => core.drops.count(DropReason::OverLimit),
-        Overflow::Abort => {
-            let line = format!(
-                "agent {} is over its limit of {} for {}: aborting",
-                core.id,
-                limit.spec.max,
-                msg.message_type().name()
-            );
-            match core.env.upgrade() {
-                Some(env) => env.log_error(&line),
-                None => eprintln!("agentbox: {line}"),
-            }
-            std::process::abort();
-        }
-        Overflow::Redirect(to) => {
-            let sent = to.deliver_with(msg, depth + 1, DeliveryMode::Nonblocking);
-            count_redirect_failure(core, &sent);
-        }
-        Overflow::Transform(f) => {
-            let Some(payload) = msg.reveal(Access::Transformation) else {
-                return;
-            };
-            if let Some(t) = f(payload) {
-                let sent =
-                    t.to.deliver_with(t.msg, depth + 1, DeliveryMode::Nonblocking);
-                count_redirect_failure(core, &sent);
             }
         }
     }

@@ -369,7 +369,7 @@ impl<A: Agent> Context<A> {
             &me,
             mbox,
             MessageType::of::<M>(),
-            DeliveryFilter::new(filter).owned_by(&me.0),
+            super::failure::owned_filter(DeliveryFilter::new(filter), &me.0),
         )
     }
 
@@ -388,8 +388,12 @@ impl<A: Agent> Context<A> {
     ) -> Result<(), SubscribeError> {
         let me = self.me()?;
         self.freeze_limits();
-        self.subs
-            .set_filter(&me, mbox, MessageType::of::<M>(), filter.owned_by(&me.0))
+        self.subs.set_filter(
+            &me,
+            mbox,
+            MessageType::of::<M>(),
+            super::failure::owned_filter(filter, &me.0),
+        )
     }
 
     /// Removes the agent's delivery filter for `M` on `mbox`: every message is delivered

@@ -16,9 +16,9 @@ use crate::dispatcher::{AgentKey, Demand, DemandKind, EventQueue, Run};
 use crate::drops::{DropCounters, DropReason};
 use crate::environment::{Environment, WeakEnv};
 use crate::exception::ExceptionReaction;
-use crate::limits::LimitTable;
-use crate::mbox::{DeliveryFilter, MboxId};
-use crate::message::{Message, MessageType, RedirectionDepth};
+use crate::limits::{Limit, LimitTable, Overflow};
+use crate::mbox::{DeliveryFilter, DeliveryMode, MboxId};
+use crate::message::{Access, Message, MessageType, RedirectionDepth};
 use crate::small_map::SmallMap;
 use crate::trace::{self, Trace, TraceEvent, TraceRecord};
 
@@ -485,7 +485,7 @@ pub(crate) fn take_bound_exec(core: &AgentArc) -> Option<ExecBox> {
 pub(crate) fn deliver_to(core: &AgentArc, mbox: MboxId, msg: Message, depth: RedirectionDepth) {
     if let Some(limits) = core.limits.get() {
         if let Err(limit) = limits.admit(msg.type_id()) {
-            return crate::limits::overflow(core, &limit, mbox, msg, depth);
+            return overflow(core, &limit, mbox, msg, depth);
         }
     }
     trace::emit(&core.trace, || {
@@ -564,6 +564,56 @@ fn direct_refused(core: &AgentArc, msg: &Message) {
                 .mbox(core.mbox_id())
                 .msg(msg.message_type())
         });
+    }
+}
+
+/// A redirected or transformed message that went past the redirection depth is a drop
+/// nobody else reports (the sender's `send` returned long ago).
+fn count_redirect_failure(core: &AgentArc, sent: &Result<(), crate::mbox::SendError>) {
+    if let Err(e) = sent {
+        core.drops.count(e.drop_reason());
+    }
+}
+
+/// Rules 3 and 4: what happens to a message over the limit.
+#[cold]
+#[inline(never)]
+fn overflow(core: &AgentArc, limit: &Limit, mbox: MboxId, msg: Message, depth: RedirectionDepth) {
+    trace::emit(&core.trace, || {
+        TraceRecord::new(TraceEvent::OverLimit(limit.spec.overflow.action()))
+            .agent(core.id)
+            .mbox(mbox)
+            .msg(msg.message_type())
+    });
+    match &limit.spec.overflow {
+        Overflow::Drop => core.drops.count(DropReason::OverLimit),
+        Overflow::Abort => {
+            let line = format!(
+                "agent {} is over its limit of {} for {}: aborting",
+                core.id,
+                limit.spec.max,
+                msg.message_type().name()
+            );
+            match core.env.upgrade() {
+                Some(env) => env.log_error(&line),
+                None => eprintln!("agentbox: {line}"),
+            }
+            std::process::abort();
+        }
+        Overflow::Redirect(to) => {
+            let sent = to.deliver_with(msg, depth + 1, DeliveryMode::Nonblocking);
+            count_redirect_failure(core, &sent);
+        }
+        Overflow::Transform(f) => {
+            let Some(payload) = msg.reveal(Access::Transformation) else {
+                return;
+            };
+            if let Some(t) = f(payload) {
+                let sent =
+                    t.to.deliver_with(t.msg, depth + 1, DeliveryMode::Nonblocking);
+                count_redirect_failure(core, &sent);
+            }
+        }
     }
 }
 

@@ -6,6 +6,7 @@ use std::fmt;
 use crate::agent::AgentArc;
 use crate::coop::DeregReason;
 use crate::exception::ExceptionReaction;
+use crate::mbox::DeliveryFilter;
 
 /// What went wrong in an agent.
 pub(crate) enum Failure {
@@ -67,4 +68,14 @@ pub(crate) fn react(agent: &AgentArc, failure: Failure, during: &str) {
         }
         ExceptionReaction::Ignore => {}
     }
+}
+
+/// `filter` owned by `agent`: a panic in it goes to the agent's exception reaction (or,
+/// once the agent is gone, to stderr).
+pub(crate) fn owned_filter(filter: DeliveryFilter, agent: &AgentArc) -> DeliveryFilter {
+    let owner = agent.downgrade();
+    filter.owned_by(Box::new(move |message| match owner.upgrade() {
+        Some(agent) => react(&agent, Failure::Panic(message), "a delivery filter"),
+        None => eprintln!("agentbox: a delivery filter failed: panic: {message}"),
+    }))
 }

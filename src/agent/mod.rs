@@ -24,6 +24,7 @@ pub(crate) mod exec;
 mod failure;
 mod fast_types;
 pub(crate) mod id;
+mod in_mbox;
 pub(crate) mod name;
 #[cfg(feature = "monitor")]
 pub(crate) mod shown;
@@ -36,7 +37,7 @@ use std::sync::Arc;
 use thiserror::Error;
 
 pub use self::core::AgentRef;
-pub(crate) use self::core::{activate, direct_deliver, AgentArc, AgentCore, AgentWeak, ExecBox};
+pub(crate) use self::core::{activate, AgentArc, AgentCore, ExecBox};
 pub use context::{Context, ThreadSafeContext};
 pub(crate) use failure::{react, Failure};
 pub use id::{AgentId, Priority};

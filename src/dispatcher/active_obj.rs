@@ -35,13 +35,13 @@ use ahash::AHashMap;
 use parking_lot::Mutex;
 
 use super::idle::{spin_threshold_method, spin_threshold_or_default};
-use super::one_thread::quantity;
 use super::serial::SerialWorker;
 use super::{
     common_builder_methods, AgentKey, BindError, Binder, BinderImpl, BuildError, CommonParams,
     DispatcherHandle, EventQueue, KeyAllocator,
 };
 use crate::agent::{AgentId, AgentRef};
+use crate::stats::source::quantity;
 use crate::stats::{Quantity, SourceReg, StatsSource};
 
 /// Builds an `active_obj` dispatcher.

@@ -63,7 +63,6 @@ use parking_lot::Mutex;
 
 use super::adv_queue::{AdvQueue, Protocol};
 use super::elastic::{PoolOps, ThreadCtl, ThreadLimits};
-use super::one_thread::quantity;
 use super::pool::{pool_spin_threshold_method, pool_threads, thread_count, ReadyQueue, Workers};
 use super::unwind::{self, Gone};
 use super::{
@@ -72,6 +71,7 @@ use super::{
 };
 use crate::agent::exec::SharedExec;
 use crate::agent::{AgentArc, AgentRef, ExecBox};
+use crate::stats::source::quantity;
 use crate::stats::{Quantity, SourceReg, StatsSource};
 
 /// Builds an `adv_thread_pool` dispatcher.

@@ -357,7 +357,7 @@ pub(crate) fn distribute(
     prefix: &str,
     out: &mut dyn FnMut(crate::stats::Quantity),
 ) {
-    use crate::dispatcher::one_thread::quantity;
+    use crate::stats::source::quantity;
     let to = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
     let l = ctl.limits();
     out(quantity(prefix, "threads.target", ctl.target()));

@@ -10,13 +10,13 @@
 
 use std::sync::Arc;
 
-use super::one_thread::quantity;
 use super::serial::SerialWorker;
 use super::{
     common_builder_methods, AgentKey, BindError, Binder, BinderImpl, BuildError, CommonParams,
     DispatcherHandle, EventQueue, KeyAllocator,
 };
 use crate::agent::AgentRef;
+use crate::stats::source::quantity;
 use crate::stats::{Quantity, SourceReg, StatsSource};
 
 /// Builds a `one_per_prio` dispatcher.

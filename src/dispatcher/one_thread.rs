@@ -27,6 +27,7 @@ use super::{
     DispatcherHandle, EventQueue, KeyAllocator,
 };
 use crate::agent::AgentRef;
+use crate::stats::source::quantity;
 use crate::stats::{Quantity, SourceReg, StatsSource};
 
 /// Builds a `one_thread` dispatcher.
@@ -91,14 +92,6 @@ impl StatsSource for Core {
         if let Some(a) = &self.worker.queue.activity {
             a.distribute(&wt, out);
         }
-    }
-}
-
-pub(crate) fn quantity(prefix: &str, suffix: &'static str, value: usize) -> Quantity {
-    Quantity {
-        prefix: prefix.to_owned(),
-        suffix,
-        value,
     }
 }
 

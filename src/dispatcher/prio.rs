@@ -11,9 +11,9 @@ use std::time::Instant;
 use parking_lot::{Condvar, Mutex};
 
 use super::activity::Activity;
-use super::one_thread::quantity;
 use super::{AgentKey, AgentTable, BindError, BinderImpl, Demand, EventQueue, KeyAllocator};
 use crate::agent::{AgentRef, Priority};
+use crate::stats::source::quantity;
 use crate::stats::{Quantity, SourceReg, StatsSource};
 
 /// How the worker picks demands.

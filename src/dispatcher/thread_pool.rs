@@ -62,13 +62,13 @@ use parking_lot::Mutex;
 
 use super::activity::Activity;
 use super::elastic::{PoolOps, ThreadCtl, ThreadLimits};
-use super::one_thread::quantity;
 use super::pool::{pool_spin_threshold_method, pool_threads, thread_count, ReadyQueue, Workers};
 use super::{
     common_builder_methods, AgentKey, AgentTable, BindError, Binder, BinderImpl, BuildError,
     CommonParams, Demand, DispatcherHandle, EventQueue, Fifo, KeyAllocator,
 };
 use crate::agent::AgentRef;
+use crate::stats::source::quantity;
 use crate::stats::{Quantity, SourceReg, StatsSource};
 
 /// Builds a `thread_pool` dispatcher.

@@ -27,6 +27,7 @@ use std::time::Duration;
 use super::Environment;
 use crate::agent::{AgentId, Priority};
 use crate::drops::DropCounts;
+pub use crate::mbox::info::{SinkInfo, SubscriberInfo, SubscriptionInfo};
 use crate::stats::source::Quantity;
 
 /// A snapshot of an environment ([`Environment::introspect`]).
@@ -73,41 +74,6 @@ pub struct MboxInfo {
     /// For a multi-consumer mbox of the crate's own: each message type subscribed to (or
     /// filtered) with its subscribers, in delivery order; empty for other mboxes.
     pub subscriptions: Vec<SubscriptionInfo>,
-}
-
-/// One message type of an [`MboxInfo`] with its subscribers.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct SubscriptionInfo {
-    /// The message type's name ([`std::any::type_name`]).
-    pub message_type: &'static str,
-    /// Who receives it, highest priority first.
-    pub subscribers: Vec<SubscriberInfo>,
-}
-
-/// One subscriber of a [`SubscriptionInfo`].
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct SubscriberInfo {
-    /// Who it is.
-    pub sink: SinkInfo,
-    /// Subscribed (false: only a delivery filter is set, nothing is delivered yet).
-    pub subscribed: bool,
-    /// A delivery filter is set.
-    pub filtered: bool,
-}
-
-/// What a subscriber of an mbox is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum SinkInfo {
-    /// An agent.
-    Agent(AgentId),
-    /// Another mbox, through a binding ([`crate::mbox::SingleSinkBinding`] and the like),
-    /// by its name ([`Mbox::name`](crate::Mbox::name)).
-    Mbox(String),
-    /// A sink of the user's own ([`Sink::custom`](crate::Sink::custom)).
-    Custom,
 }
 
 /// One coop of an [`Introspection`].

@@ -15,6 +15,7 @@
 //! environment stops by itself (unless [`EnvParams::disable_autoshutdown`]).
 
 mod finish_hooks;
+pub(crate) mod handle;
 pub mod introspect;
 mod keep;
 mod params;
@@ -23,12 +24,13 @@ mod stop_guard;
 mod wrapped;
 
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use crossbeam_channel::{Receiver, Sender};
 use parking_lot::{Condvar, Mutex};
 use thiserror::Error;
 
+pub use handle::{Environment, WeakEnv};
 pub use introspect::{
     AgentInfo, AgentStatus, CoopInfo, CoopStatus, Introspection, MboxInfo, SinkInfo,
     SubscriberInfo, SubscriptionInfo,
@@ -64,44 +66,18 @@ pub enum LaunchError {
     InitPanicked(String),
 }
 
-/// A handle to an environment; cheap to clone.
-///
-/// # Examples
-///
-/// ```
-/// use agentbox::prelude::*;
-///
-/// struct Hello;
-/// impl Agent for Hello {
-///     fn on_start(&mut self, ctx: &mut Context<Self>) {
-///         println!("hello from agent {}", ctx.agent_id());
-///         ctx.deregister_coop(DeregReason::Normal);
-///     }
-/// }
-///
-/// // Returns once the last coop is gone (autoshutdown).
-/// Environment::launch(|env| {
-///     env.introduce_coop(|coop| { coop.add_agent(Hello); }).unwrap();
-/// }).unwrap();
-/// ```
-#[derive(Clone)]
-pub struct Environment(pub(crate) Arc<EnvInner>);
-
-/// A weak handle to an environment, held by mboxes, agents and coops (and custom mboxes)
-/// so that they never keep an environment alive.
-#[derive(Clone)]
-pub struct WeakEnv(Weak<EnvInner>);
-
-impl WeakEnv {
-    /// The environment, while it exists.
-    pub fn upgrade(&self) -> Option<Environment> {
-        self.0.upgrade().map(Environment)
+impl registry::Slotted for CoopInner {
+    #[inline]
+    fn registry_slot(&self) -> &std::sync::atomic::AtomicU32 {
+        &self.registry_slot
     }
 }
 
-impl std::fmt::Debug for WeakEnv {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("WeakEnv")
+impl handle::EnvSide for handle::EnvLayer {
+    type Inner = EnvInner;
+    #[inline]
+    fn drops(inner: &EnvInner) -> &Arc<DropCounters> {
+        &inner.drops
     }
 }
 
@@ -136,7 +112,7 @@ pub(crate) struct EnvInner {
 
 #[derive(Default)]
 struct EnvState {
-    coops: registry::Registry,
+    coops: registry::Registry<CoopInner>,
     stop_requested: bool,
     guards_notified: bool,
     guards: Vec<Arc<dyn StopGuard>>,
@@ -414,6 +390,8 @@ impl Environment {
     pub fn create_unique_subscribers_mbox(&self) -> Mbox {
         Mbox(Repr::Unique(Arc::new(unique::UniqueMbox::new(
             self.downgrade(),
+            self.0.trace.clone(),
+            self.0.drops.clone(),
         ))))
     }
 

@@ -5,20 +5,33 @@
 //! hash (with a hash map, 100 000 one-agent coops coming and going spent an eighth of the
 //! spawn and stop benchmark there). Only used under the environment's state lock.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
-use crate::coop::CoopInner;
+/// An entry of the registry (a coop): it keeps the number of its slot.
+pub(crate) trait Slotted {
+    /// Where the registry keeps the entry's slot (`u32::MAX` while it has none).
+    fn registry_slot(&self) -> &AtomicU32;
+}
 
-#[derive(Default)]
-pub(crate) struct Registry {
-    slots: Vec<Option<Arc<CoopInner>>>,
+pub(crate) struct Registry<C> {
+    slots: Vec<Option<Arc<C>>>,
     free: Vec<usize>,
     len: usize,
 }
 
-impl Registry {
-    pub(crate) fn insert(&mut self, coop: &Arc<CoopInner>) {
+impl<C> Default for Registry<C> {
+    fn default() -> Self {
+        Registry {
+            slots: Vec::new(),
+            free: Vec::new(),
+            len: 0,
+        }
+    }
+}
+
+impl<C: Slotted> Registry<C> {
+    pub(crate) fn insert(&mut self, coop: &Arc<C>) {
         let slot = match self.free.pop() {
             Some(slot) => slot,
             None => {
@@ -28,16 +41,20 @@ impl Registry {
         };
         // A slot past `u32::MAX` cannot happen (see `registry_slot`); were it to, the
         // coop would keep the entry's `u32::MAX`, never found by `remove`, not a wrong slot.
-        coop.registry_slot
+        coop.registry_slot()
             .store(u32::try_from(slot).unwrap_or(u32::MAX), Ordering::Relaxed);
         self.slots[slot] = Some(coop.clone());
         self.len += 1;
     }
 
-    pub(crate) fn remove(&mut self, coop: &CoopInner) {
-        let slot = coop.registry_slot.load(Ordering::Relaxed) as usize;
+    pub(crate) fn remove(&mut self, coop: &C) {
+        let slot = coop.registry_slot().load(Ordering::Relaxed) as usize;
         match self.slots.get_mut(slot) {
-            Some(entry) if entry.as_ref().is_some_and(|c| c.id == coop.id) => {
+            Some(entry)
+                if entry
+                    .as_ref()
+                    .is_some_and(|c| std::ptr::eq(Arc::as_ptr(c), coop)) =>
+            {
                 *entry = None;
                 self.free.push(slot);
                 self.len -= 1;
@@ -58,7 +75,7 @@ impl Registry {
         self.len == 0
     }
 
-    pub(crate) fn coops(&self) -> impl Iterator<Item = &Arc<CoopInner>> {
+    pub(crate) fn coops(&self) -> impl Iterator<Item = &Arc<C>> {
         self.slots.iter().flatten()
     }
 }

@@ -1,6 +1,6 @@
 //! The public trait through which custom mboxes join the delivery path.
 
-use crate::environment::Environment;
+use crate::environment::handle::Environment;
 use crate::mbox::{
     DeliveryFilter, DeliveryMode, MboxId, MboxKind, SendError, Sink, SubscribeError,
 };

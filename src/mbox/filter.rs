@@ -4,8 +4,6 @@ use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, OnceLock};
 
-use crate::agent::{react, Failure};
-use crate::agent::{AgentArc, AgentWeak};
 use crate::exception;
 use crate::message::{Access, Message};
 
@@ -50,8 +48,9 @@ pub struct DeliveryFilter(Arc<Inner>);
 
 struct Inner {
     predicate: Box<dyn Fn(&Message) -> bool + Send + Sync>,
-    /// The agent whose exception reaction a panic goes to.
-    owner: OnceLock<AgentWeak>,
+    /// Where a panic goes: the owning agent's exception reaction (set by the agent layer,
+    /// given the panic's message).
+    owner: OnceLock<Box<dyn Fn(String) + Send + Sync>>,
     /// A serializable form of the predicate, for mboxes that can run it elsewhere (the
     /// cluster mbox's shippable filters, `crate::bridge`).
     shipped: Option<Arc<dyn std::any::Any + Send + Sync>>,
@@ -99,9 +98,10 @@ impl DeliveryFilter {
         self.0.shipped.as_ref()
     }
 
-    /// The same filter, owned by `agent`: its panics go to that agent's exception reaction.
-    pub(crate) fn owned_by(self, agent: &AgentArc) -> Self {
-        let _ = self.0.owner.set(agent.downgrade());
+    /// The same filter, owned by an agent: its panics go to `on_panic` (that agent's
+    /// exception reaction), given the panic's message.
+    pub(crate) fn owned_by(self, on_panic: Box<dyn Fn(String) + Send + Sync>) -> Self {
+        let _ = self.0.owner.set(on_panic);
         self
     }
 
@@ -125,10 +125,10 @@ impl DeliveryFilter {
     #[cold]
     #[inline(never)]
     fn panicked(&self, payload: &Box<dyn std::any::Any + Send>) {
-        let failure = Failure::Panic(exception::panic_message(payload));
-        match self.0.owner.get().and_then(AgentWeak::upgrade) {
-            Some(owner) => react(&owner, failure, "a delivery filter"),
-            None => eprintln!("agentbox: a delivery filter failed: {failure}"),
+        let message = exception::panic_message(payload);
+        match self.0.owner.get() {
+            Some(owner) => owner(message),
+            None => eprintln!("agentbox: a delivery filter failed: panic: {message}"),
         }
     }
 }

@@ -18,9 +18,11 @@ mod custom;
 mod error;
 mod filter;
 pub(crate) mod id;
+pub(crate) mod info;
 pub(crate) mod mpmc;
 pub(crate) mod named;
 mod raw;
+pub(crate) mod seam;
 mod sink;
 pub(crate) mod unique;
 
@@ -34,11 +36,12 @@ pub use filter::DeliveryFilter;
 pub use id::{MboxId, MboxKind};
 pub use named::NamedMboxError;
 pub use raw::RawMbox;
+pub(crate) use sink::SinkRepr;
 pub use sink::{DeliveryMode, MessageSink, Sink};
 
-use crate::agent::AgentArc;
-use crate::environment::Environment;
+use crate::environment::handle::{EnvLayer, EnvSide, Environment};
 use crate::message::{Message, RedirectionDepth, MAX_REDIRECTION_DEPTH};
+use seam::{AgentArc, AgentSide, Agents};
 
 /// A handle to a message box: cheap to clone, compared and hashed by id.
 ///
@@ -77,7 +80,7 @@ impl Mbox {
     pub fn id(&self) -> MboxId {
         match &self.0 {
             Repr::Mpmc(m) => m.id,
-            Repr::Direct(a) => a.mbox_id(),
+            Repr::Direct(a) => Agents::mbox_id(a),
             Repr::Unique(m) => m.id,
             Repr::Custom(c) => c.id(),
         }
@@ -96,7 +99,7 @@ impl Mbox {
     pub fn name(&self) -> String {
         match &self.0 {
             Repr::Mpmc(m) => m.name(),
-            Repr::Direct(a) => format!("direct:{}", a.id.0),
+            Repr::Direct(a) => format!("direct:{}", Agents::agent_id(a).0),
             Repr::Unique(m) => format!("unique:{}", m.id.0),
             Repr::Custom(c) => c.name(),
         }
@@ -106,7 +109,7 @@ impl Mbox {
     pub fn environment(&self) -> Option<Environment> {
         match &self.0 {
             Repr::Mpmc(m) => m.env.upgrade(),
-            Repr::Direct(a) => a.env.upgrade(),
+            Repr::Direct(a) => Agents::environment(a).upgrade(),
             Repr::Unique(m) => m.env.upgrade(),
             Repr::Custom(c) => c.environment(),
         }
@@ -164,7 +167,7 @@ impl Mbox {
     ) -> Result<(), SendError> {
         match &self.0 {
             Repr::Direct(a) if depth < MAX_REDIRECTION_DEPTH => {
-                crate::agent::direct_deliver(a, msg, depth);
+                Agents::deliver(a, msg, depth);
                 Ok(())
             }
             _ => self.deliver_other(msg, depth, mode),
@@ -188,7 +191,7 @@ impl Mbox {
         }
         match &self.0 {
             Repr::Direct(a) => {
-                crate::agent::direct_deliver(a, msg, depth);
+                Agents::deliver(a, msg, depth);
                 Ok(())
             }
             Repr::Mpmc(m) => m.deliver(msg, depth, mode),
@@ -224,16 +227,29 @@ impl Mbox {
             return false;
         }
         let blocked = |s: &Sink| match &s.0 {
-            sink::SinkRepr::Agent(a) => a.0.surely_blocked_by_current_thread(),
+            sink::SinkRepr::Agent(a) => Agents::ref_blocked_by_current_thread(a),
             sink::SinkRepr::Mbox(m) => m.only_blocked_receivers(ty, depth + 1),
             sink::SinkRepr::Custom(_) => false,
         };
         match &self.0 {
             // Only if it takes the type (unsubscribed: the request is dropped at once).
-            Repr::Direct(a) => a.subscribes_directly(ty) && a.surely_blocked_by_current_thread(),
+            Repr::Direct(a) => {
+                Agents::subscribes_directly(a, ty) && Agents::surely_blocked_by_current_thread(a)
+            }
             Repr::Mpmc(m) => m.all_receivers_blocked(ty, blocked),
             Repr::Unique(m) => m.receiver(ty).is_some_and(|s| blocked(&s)),
             Repr::Custom(_) => false,
+        }
+    }
+
+    /// The drop counters of this mbox's environment (for a custom mbox, of the
+    /// environment it names), to count a message it refused or nobody took.
+    pub(crate) fn drop_counters(&self) -> Option<std::sync::Arc<crate::drops::DropCounters>> {
+        match &self.0 {
+            Repr::Mpmc(m) => Some(m.drops.clone()),
+            Repr::Direct(a) => Some(Agents::drops(a).clone()),
+            Repr::Unique(m) => Some(m.drops.clone()),
+            Repr::Custom(c) => c.environment().map(|e| EnvLayer::drops(&e.0).clone()),
         }
     }
 
@@ -247,7 +263,7 @@ impl Mbox {
     /// handles no more messages).
     pub(crate) fn is_closed_agent(&self) -> bool {
         match &self.0 {
-            Repr::Direct(a) => a.takes_no_messages(),
+            Repr::Direct(a) => Agents::takes_no_messages(a),
             _ => false,
         }
     }

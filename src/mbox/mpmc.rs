@@ -5,10 +5,11 @@ use std::sync::{Arc, Weak};
 
 use parking_lot::RwLock;
 
-use super::named::NamedRegistry;
+use super::seam::{AgentRef, AgentSide, Agents};
+use super::sink::SinkRepr;
 use super::{DeliveryFilter, DeliveryMode, MboxId, SendError, Sink, SubscribeError};
 use crate::drops::{DropCounters, DropReason};
-use crate::environment::WeakEnv;
+use crate::environment::handle::WeakEnv;
 use crate::message::{Message, MessageType, RedirectionDepth};
 use crate::small_map::SmallMap;
 use crate::trace::{self, Trace, TraceEvent, TraceRecord};
@@ -26,8 +27,8 @@ pub(crate) struct MpmcMbox {
     pub(crate) id: MboxId,
     pub(crate) env: WeakEnv,
     trace: Trace,
-    drops: Arc<DropCounters>,
-    name: Option<(String, Weak<NamedRegistry>)>,
+    pub(crate) drops: Arc<DropCounters>,
+    name: Option<(String, Weak<dyn NameRegistry>)>,
     /// Subscribers per type, highest priority first, then in subscription order.
     ///
     /// Copy on write: no user code (a filter, a custom sink, a limit's transformation, a
@@ -48,9 +49,9 @@ impl Subscriber {
     /// The agent, when giving it a message runs no user code: no filter, no message
     /// limits, no tracing.
     #[inline]
-    fn plain_agent(&self) -> Option<&crate::agent::AgentRef> {
-        match self.sink.as_agent() {
-            Some(a) if self.filter.is_none() && a.is_plain() => Some(a),
+    fn plain_agent(&self) -> Option<&AgentRef> {
+        match &self.sink.0 {
+            SinkRepr::Agent(a) if self.filter.is_none() && Agents::is_plain(a) => Some(a),
             _ => None,
         }
     }
@@ -61,7 +62,7 @@ impl MpmcMbox {
         env: WeakEnv,
         trace: Trace,
         drops: Arc<DropCounters>,
-        name: Option<(String, Weak<NamedRegistry>)>,
+        name: Option<(String, Weak<dyn NameRegistry>)>,
     ) -> Self {
         MpmcMbox {
             id: MboxId::next(),
@@ -91,9 +92,8 @@ impl MpmcMbox {
     /// Who receives what here now: each message type with its subscribers (feature
     /// `monitor`; read under the table's read lock, the sinks described after it).
     #[cfg(feature = "monitor")]
-    pub(crate) fn snapshot(&self) -> Vec<crate::environment::SubscriptionInfo> {
-        use super::sink::SinkRepr;
-        use crate::environment::{SinkInfo, SubscriberInfo, SubscriptionInfo};
+    pub(crate) fn snapshot(&self) -> Vec<super::info::SubscriptionInfo> {
+        use super::info::{SinkInfo, SubscriberInfo, SubscriptionInfo};
         let lists: Vec<(TypeId, SubscriberList)> = self
             .table
             .read()
@@ -112,7 +112,7 @@ impl MpmcMbox {
                     .iter()
                     .map(|s| SubscriberInfo {
                         sink: match &s.sink.0 {
-                            SinkRepr::Agent(a) => SinkInfo::Agent(a.id()),
+                            SinkRepr::Agent(a) => SinkInfo::Agent(Agents::id(a)),
                             SinkRepr::Mbox(m) => SinkInfo::Mbox(m.name()),
                             SinkRepr::Custom(_) => SinkInfo::Custom,
                         },
@@ -178,7 +178,7 @@ impl MpmcMbox {
             match s.plain_agent() {
                 Some(agent) => {
                     subscribers += 1;
-                    agent.push_plain(self.id, msg.clone());
+                    Agents::push_plain(agent, self.id, msg.clone());
                 }
                 None => {
                     rest = Some((list.clone(), i));
@@ -347,6 +347,13 @@ impl MpmcMbox {
 struct Garbage {
     entries: Vec<Subscriber>,
     list: Option<SubscriberList>,
+}
+
+/// Where a named MPMC mbox's name is registered (the environment's named mboxes,
+/// `named.rs`): told when the mbox dies.
+pub(crate) trait NameRegistry: Send + Sync {
+    /// The mbox named `name` is gone.
+    fn forget(&self, name: &str);
 }
 
 impl Drop for MpmcMbox {

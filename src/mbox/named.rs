@@ -7,9 +7,9 @@ use ahash::AHashMap;
 use parking_lot::Mutex;
 use thiserror::Error;
 
-use super::mpmc::MpmcMbox;
+use super::mpmc::{MpmcMbox, NameRegistry};
 use super::Mbox;
-use crate::environment::WeakEnv;
+use crate::environment::handle::WeakEnv;
 use crate::trace::Trace;
 
 #[derive(Default)]
@@ -33,20 +33,13 @@ impl NamedRegistry {
             env,
             trace,
             drops,
-            Some((name.to_owned(), Arc::downgrade(self))),
+            Some((
+                name.to_owned(),
+                Arc::downgrade(self) as Weak<dyn NameRegistry>,
+            )),
         ));
         map.insert(name.to_owned(), Arc::downgrade(&mbox));
         mbox
-    }
-
-    /// Called by a named mbox as it dies. Another mbox of the same name may already have
-    /// replaced the entry (created between the last handle's drop and this call): only a
-    /// dead entry is removed.
-    pub(crate) fn forget(&self, name: &str) {
-        let mut map = self.map.lock();
-        if map.get(name).is_some_and(|w| w.strong_count() == 0) {
-            map.remove(name);
-        }
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -76,6 +69,18 @@ pub enum NamedMboxError {
         /// The name asked for.
         name: String,
     },
+}
+
+impl NameRegistry for NamedRegistry {
+    /// Called by a named mbox as it dies. Another mbox of the same name may already have
+    /// replaced the entry (created between the last handle's drop and this call): only a
+    /// dead entry is removed.
+    fn forget(&self, name: &str) {
+        let mut map = self.map.lock();
+        if map.get(name).is_some_and(|w| w.strong_count() == 0) {
+            map.remove(name);
+        }
+    }
 }
 
 /// Mboxes introduced by `(namespace, name)`; they live as long as the environment.

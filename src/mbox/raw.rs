@@ -1,7 +1,8 @@
 //! The raw subscription operations of an mbox, kept apart from the handle users hold.
 
+use super::seam::{AgentArc, AgentSide, Agents};
+use super::SinkRepr;
 use super::{DeliveryFilter, Mbox, Repr, Sink, SubscribeError};
-use crate::agent::AgentArc;
 use crate::message::MessageType;
 
 /// The raw subscription operations of an mbox: what an agent's [`Context`] does when it
@@ -45,7 +46,7 @@ impl RawMbox<'_> {
             Repr::Mpmc(m) => m.subscribe(ty, subscriber),
             Repr::Direct(a) => {
                 check_owner(self.0, a, subscriber)?;
-                a.direct_set_subscribed(ty.type_id(), true);
+                Agents::set_subscribed(a, ty.type_id(), true);
                 Ok(())
             }
             Repr::Unique(m) => m.subscribe(ty, subscriber),
@@ -59,7 +60,7 @@ impl RawMbox<'_> {
             Repr::Mpmc(m) => m.unsubscribe(ty, subscriber),
             Repr::Direct(a) => {
                 if is_owner(a, subscriber) {
-                    a.direct_set_subscribed(ty.type_id(), false);
+                    Agents::set_subscribed(a, ty.type_id(), false);
                 }
             }
             Repr::Unique(m) => m.unsubscribe(ty, subscriber),
@@ -86,7 +87,7 @@ impl RawMbox<'_> {
             }
             Repr::Direct(a) => {
                 check_owner(self.0, a, subscriber)?;
-                a.direct_set_filter(ty, Some(filter));
+                Agents::set_filter(a, ty, Some(filter));
                 Ok(())
             }
             Repr::Unique(_) => Err(SubscribeError::FiltersUnsupported {
@@ -102,7 +103,7 @@ impl RawMbox<'_> {
             Repr::Mpmc(m) => m.set_filter(ty, None, subscriber),
             Repr::Direct(a) => {
                 if is_owner(a, subscriber) {
-                    a.direct_set_filter(ty, None);
+                    Agents::set_filter(a, ty, None);
                 }
             }
             Repr::Unique(_) => {}
@@ -113,8 +114,7 @@ impl RawMbox<'_> {
 
 /// A direct mbox takes its own agent only (no other agent, no binding).
 fn is_owner(owner: &AgentArc, who: &Sink) -> bool {
-    who.as_agent()
-        .is_some_and(|a| AgentArc::ptr_eq(owner, &a.0))
+    matches!(&who.0, SinkRepr::Agent(a) if Agents::is(owner, a))
 }
 
 fn check_owner(mbox: &Mbox, owner: &AgentArc, who: &Sink) -> Result<(), SubscribeError> {

@@ -9,8 +9,9 @@
 use std::fmt;
 use std::sync::Arc;
 
+use super::seam::{AgentRef, AgentSide, Agents};
 use super::{Mbox, MboxId};
-use crate::agent::{AgentRef, Priority};
+use crate::agent::id::Priority;
 use crate::message::{Message, RedirectionDepth};
 
 /// Whether a delivery may block the sending thread (SObjectizer 5.8's delivery mode).
@@ -85,18 +86,10 @@ impl Sink {
         Sink(SinkRepr::Custom(sink))
     }
 
-    /// The agent, if this sink is one.
-    pub fn as_agent(&self) -> Option<&AgentRef> {
-        match &self.0 {
-            SinkRepr::Agent(a) => Some(a),
-            _ => None,
-        }
-    }
-
     /// Delivery order among an mbox's sinks: an agent's priority; other sinks `P0`.
     pub fn priority(&self) -> Priority {
         match &self.0 {
-            SinkRepr::Agent(a) => a.priority(),
+            SinkRepr::Agent(a) => Agents::priority(a),
             _ => Priority::P0,
         }
     }
@@ -117,7 +110,7 @@ impl Sink {
         mode: DeliveryMode,
     ) {
         match &self.0 {
-            SinkRepr::Agent(a) => a.push_message(from, msg, depth),
+            SinkRepr::Agent(a) => Agents::push_message(a, from, msg, depth),
             SinkRepr::Mbox(m) => redirect(m, msg, depth, mode),
             SinkRepr::Custom(c) => c.push(from, msg, depth, mode),
         }
@@ -127,10 +120,10 @@ impl Sink {
     /// delivery filter refused the message for this sink.
     pub fn trace_filtered(&self, mbox: MboxId, msg: &Message) {
         match &self.0 {
-            SinkRepr::Agent(a) => a.trace_filtered(mbox, msg),
+            SinkRepr::Agent(a) => Agents::trace_filtered(a, mbox, msg),
             SinkRepr::Mbox(m) => {
-                if let Some(env) = m.environment() {
-                    env.0.drops.count(crate::drops::DropReason::Filtered);
+                if let Some(drops) = m.drop_counters() {
+                    drops.count(crate::drops::DropReason::Filtered);
                 }
             }
             SinkRepr::Custom(_) => {}
@@ -141,15 +134,9 @@ impl Sink {
 #[cold]
 fn redirect(to: &Mbox, msg: Message, depth: RedirectionDepth, mode: DeliveryMode) {
     if let Err(e) = to.deliver_with(msg, depth + 1, mode) {
-        if let Some(env) = to.environment() {
-            env.0.drops.count(e.drop_reason());
+        if let Some(drops) = to.drop_counters() {
+            drops.count(e.drop_reason());
         }
-    }
-}
-
-impl From<AgentRef> for Sink {
-    fn from(a: AgentRef) -> Self {
-        Sink(SinkRepr::Agent(a))
     }
 }
 
@@ -177,7 +164,7 @@ impl Eq for Sink {}
 impl std::hash::Hash for Sink {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
         match &self.0 {
-            SinkRepr::Agent(a) => (0u8, a.id().as_u64()).hash(state),
+            SinkRepr::Agent(a) => (0u8, Agents::id(a).as_u64()).hash(state),
             SinkRepr::Mbox(m) => (1u8, m.id().as_u64()).hash(state),
             SinkRepr::Custom(c) => (2u8, Arc::as_ptr(c) as *const () as usize).hash(state),
         }

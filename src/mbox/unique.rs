@@ -1,26 +1,32 @@
 //! The unique-subscribers mbox: any agent may subscribe, but only one per message type.
 
 use std::any::TypeId;
+use std::sync::Arc;
 
 use parking_lot::RwLock;
 
 use super::{DeliveryMode, MboxId, Sink, SubscribeError};
-use crate::environment::WeakEnv;
+use crate::drops::{DropCounters, DropReason};
+use crate::environment::handle::WeakEnv;
 use crate::message::{Message, MessageType, RedirectionDepth};
 use crate::small_map::SmallMap;
-use crate::trace::{self, TraceEvent, TraceRecord};
+use crate::trace::{self, Trace, TraceEvent, TraceRecord};
 
 pub(crate) struct UniqueMbox {
     pub(crate) id: MboxId,
     pub(crate) env: WeakEnv,
+    trace: Trace,
+    pub(crate) drops: Arc<DropCounters>,
     table: RwLock<SmallMap<TypeId, Sink>>,
 }
 
 impl UniqueMbox {
-    pub(crate) fn new(env: WeakEnv) -> Self {
+    pub(crate) fn new(env: WeakEnv, trace: Trace, drops: Arc<DropCounters>) -> Self {
         UniqueMbox {
             id: MboxId::next(),
             env,
+            trace,
+            drops,
             table: RwLock::new(SmallMap::default()),
         }
     }
@@ -34,14 +40,12 @@ impl UniqueMbox {
         match sink {
             Some(sink) => sink.push_message(self.id, msg, depth, mode),
             None => {
-                if let Some(env) = self.env.upgrade() {
-                    env.0.drops.count(crate::drops::DropReason::NoSubscribers);
-                    trace::emit(&env.0.trace, || {
-                        TraceRecord::new(TraceEvent::NoSubscribers)
-                            .mbox(self.id)
-                            .msg(msg.message_type())
-                    });
-                }
+                self.drops.count(DropReason::NoSubscribers);
+                trace::emit(&self.trace, || {
+                    TraceRecord::new(TraceEvent::NoSubscribers)
+                        .mbox(self.id)
+                        .msg(msg.message_type())
+                });
             }
         }
     }

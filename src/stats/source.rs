@@ -32,3 +32,12 @@ pub(crate) trait StatsSource: Send + Sync {
 /// A dispatcher's source, kept by its binders and registered weakly with each environment
 /// that binds an agent to it.
 pub(crate) type SourceRef = Arc<dyn StatsSource>;
+
+/// A [`Quantity`] of `prefix` (a dispatcher's figures are made this way).
+pub(crate) fn quantity(prefix: &str, suffix: &'static str, value: usize) -> Quantity {
+    Quantity {
+        prefix: prefix.to_owned(),
+        suffix,
+        value,
+    }
+}

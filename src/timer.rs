@@ -75,9 +75,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use parking_lot::{Condvar, Mutex};
 use thiserror::Error;
 
-use crate::agent::AgentRef;
-use crate::dispatcher::DemandKind;
-use crate::environment::WeakEnv;
+use crate::environment::handle::{EnvLayer, EnvSide, WeakEnv};
+use crate::mbox::seam::{AgentRef, AgentSide, Agents};
 use crate::mbox::{DeliveryMode, Mbox, MboxId, MboxKind};
 use crate::message::{Access, Envelope, Message};
 
@@ -213,8 +212,7 @@ fn schedule_to(
     let env = to
         .environment()
         .ok_or_else(|| TimerError::NotRunning { mbox: to.name() })?;
-    env.0
-        .timers
+    TimerHome::timers(&*env.0)
         .schedule(Target::Mbox(to.clone()), msg, delay, period)
         .ok_or_else(|| TimerError::NotRunning { mbox: to.name() })
 }
@@ -283,6 +281,12 @@ impl Envelope for TimerEnvelope {
     }
 }
 
+/// What a timer needs of the environment it runs in (implemented by the environment).
+pub(crate) trait TimerHome {
+    /// The environment's timer thread.
+    fn timers(&self) -> &TimerThread;
+}
+
 /// Where a timer delivers.
 pub(crate) enum Target {
     Mbox(Mbox),
@@ -331,7 +335,7 @@ impl TimerEntry {
             Target::Mbox(m) => {
                 let _ = m.deliver_with(msg, 0, DeliveryMode::Nonblocking);
             }
-            Target::Agent(a, mbox) => a.push(DemandKind::Message { mbox: *mbox, msg }),
+            Target::Agent(a, mbox) => Agents::push_straight(a, *mbox, msg),
         }
     }
 }
@@ -559,7 +563,7 @@ fn run(engine: &Engine, env: &WeakEnv) {
                         crate::exception::panic_message(&payload)
                     );
                     match env.upgrade() {
-                        Some(env) => env.log_error(&line),
+                        Some(env) => EnvLayer::log_error(&env.0, &line),
                         None => eprintln!("agentbox: {line}"),
                     }
                 }

@@ -27,20 +27,20 @@ const LAYERS: &[(&str, u8, &str)] = &[
     ("environment::handle", 0, "ground"),
     ("stats::source", 0, "ground"),
     ("trace", 0, "ground"),
-    // 1: mboxes and sinks.
+    // 1: mboxes and sinks, and the timers that deliver into them.
     ("mbox", 1, "mboxes and sinks"),
+    ("timer", 1, "mboxes and sinks"),
     // 2: agents (with what an agent's core holds: its limits).
     ("agent", 2, "agents"),
     ("limits", 2, "agents"),
     // 3: dispatchers and coops, and what runs on them.
     ("dispatcher", 3, "dispatchers and coops"),
     ("coop", 3, "dispatchers and coops"),
-    ("timer", 3, "dispatchers and coops"),
     ("request", 3, "dispatchers and coops"),
     ("mchain", 3, "dispatchers and coops"),
+    ("stats", 3, "dispatchers and coops"),
     // 4: the environment.
     ("environment", 4, "the environment"),
-    ("stats", 4, "the environment"),
     // 5: on top, through what the core offers (publicly or by a hook made for them).
     ("actors", 5, "on top"),
     ("interconnect", 6, "on top"),
@@ -63,7 +63,6 @@ const KNOWN_UP: &[&str] = &[
     "agent -> environment",
     "agent::context -> coop",
     "agent::context -> environment",
-    "agent::context -> timer",
     "agent::core -> coop",
     "agent::core -> dispatcher",
     "agent::core -> environment",
@@ -72,17 +71,8 @@ const KNOWN_UP: &[&str] = &[
     "agent::failure -> coop",
     "coop -> environment",
     "coop::protocol -> environment",
-    "dispatcher::active_group -> stats",
-    "dispatcher::active_obj -> stats",
-    "dispatcher::adv_thread_pool -> stats",
-    "dispatcher::elastic -> stats",
-    "dispatcher::one_per_prio -> stats",
-    "dispatcher::one_thread -> stats",
-    "dispatcher::prio -> stats",
-    "dispatcher::thread_pool -> stats",
     "dispatcher::unwind -> environment",
     "mchain -> environment",
-    "timer -> environment",
 ];
 
 fn layer_of(module: &str) -> Option<(u8, &'static str, &'static str)> {

@@ -585,7 +585,7 @@ impl SystemInner {
     }
 
     pub(crate) fn register_stats(&self, agent: &AgentRef) {
-        self.stats_reg.register(agent);
+        self.stats_reg.register(&agent.0.env);
         self.stats_registered.store(true, Ordering::Release);
     }
 

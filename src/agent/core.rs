@@ -375,9 +375,10 @@ impl AgentRef {
         });
     }
 
-    #[inline]
-    pub(crate) fn push(&self, kind: DemandKind) {
-        push(&self.0, kind)
+    /// Queues a message from the pseudo-mbox `mbox` with no subscription check and no
+    /// limits (a state's time limit, from the timer thread).
+    pub(crate) fn push_straight(&self, mbox: MboxId, msg: Message) {
+        push(&self.0, DemandKind::Message { mbox, msg })
     }
 }
 

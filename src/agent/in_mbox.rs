@@ -84,6 +84,10 @@ impl AgentSide for Agents {
     fn push_plain(r: &AgentRef, from: MboxId, msg: Message) {
         r.push_plain(from, msg)
     }
+    #[inline]
+    fn push_straight(r: &AgentRef, from: MboxId, msg: Message) {
+        r.push_straight(from, msg)
+    }
     #[inline(always)]
     fn trace_filtered(r: &AgentRef, mbox: MboxId, msg: &Message) {
         r.trace_filtered(mbox, msg)

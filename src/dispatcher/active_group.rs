@@ -160,7 +160,7 @@ struct GroupBinder {
 
 impl BinderImpl for GroupBinder {
     fn preallocate(&self, agent: &AgentRef) -> Result<(), BindError> {
-        self.stats.register(agent);
+        self.stats.register(&agent.0.env);
         let mut map = self.groups.map.lock();
         if let Some(g) = map.get_mut(&self.group) {
             g.agents += 1;

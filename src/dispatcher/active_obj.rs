@@ -125,7 +125,7 @@ struct ActiveObjBinder {
 
 impl BinderImpl for ActiveObjBinder {
     fn preallocate(&self, agent: &AgentRef) -> Result<(), BindError> {
-        self.stats.register(agent);
+        self.stats.register(&agent.0.env);
         let worker = SerialWorker::spawn_spinning(
             format!("{}-{}", self.shared.name, agent.id().as_u64()),
             self.shared.activity,

@@ -364,7 +364,7 @@ struct AdvBinder {
 
 impl BinderImpl for AdvBinder {
     fn preallocate(&self, agent: &AgentRef) -> Result<(), BindError> {
-        self.stats.register(agent);
+        self.stats.register(&agent.0.env);
         Ok(())
     }
 

@@ -102,7 +102,7 @@ struct LaneBinder {
 
 impl BinderImpl for LaneBinder {
     fn preallocate(&self, agent: &AgentRef) -> Result<(), BindError> {
-        self.stats.register(agent);
+        self.stats.register(&agent.0.env);
         Ok(())
     }
 

@@ -102,7 +102,7 @@ struct OneThreadBinder {
 
 impl BinderImpl for OneThreadBinder {
     fn preallocate(&self, agent: &AgentRef) -> Result<(), BindError> {
-        self.stats.register(agent);
+        self.stats.register(&agent.0.env);
         Ok(())
     }
 

@@ -285,7 +285,7 @@ impl PrioBinder {
 
 impl BinderImpl for PrioBinder {
     fn preallocate(&self, agent: &AgentRef) -> Result<(), BindError> {
-        self.stats.register(agent);
+        self.stats.register(&agent.0.env);
         Ok(())
     }
 

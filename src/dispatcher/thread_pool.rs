@@ -635,7 +635,7 @@ impl PoolBinder {
 
 impl BinderImpl for PoolBinder {
     fn preallocate(&self, agent: &AgentRef) -> Result<(), BindError> {
-        self.stats.register(agent);
+        self.stats.register(&agent.0.env);
         Ok(())
     }
 

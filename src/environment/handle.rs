@@ -17,6 +17,8 @@ pub(crate) trait EnvSide {
     type Inner: Send + Sync + 'static;
     /// The environment's drop counters.
     fn drops(inner: &Self::Inner) -> &Arc<DropCounters>;
+    /// Logs an error line with the environment's logger (stderr by default).
+    fn log_error(inner: &Self::Inner, line: &str);
 }
 
 /// The environment's shared state, as the layers below name it.

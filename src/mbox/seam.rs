@@ -67,6 +67,9 @@ pub(crate) trait AgentSide {
     /// [`push_message`](Self::push_message) for an agent [`is_plain`](Self::is_plain) said
     /// yes to.
     fn push_plain(r: &Self::Ref, from: MboxId, msg: Message);
+    /// Queues a message from the pseudo-mbox `from` straight into the agent's queue: no
+    /// subscription check, no limits (a state's time limit, from the timer thread).
+    fn push_straight(r: &Self::Ref, from: MboxId, msg: Message);
     /// Counts and traces a message a delivery filter refused for the agent.
     fn trace_filtered(r: &Self::Ref, mbox: MboxId, msg: &Message);
     /// Whether the agent's demands could run only after the current thread returns.

@@ -80,12 +80,25 @@ use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::environment::{Environment, WeakEnv};
+use crate::environment::handle::{EnvInner, EnvLayer, EnvSide, Environment, WeakEnv};
 use crate::mbox::Mbox;
 
 pub(crate) mod source;
 pub use source::{Quantity, StatsFinished, StatsStarted};
 pub(crate) use source::{SourceRef, StatsSource};
+
+/// What the stats controller needs of the environment it reports on (implemented by the
+/// environment).
+pub(crate) trait StatsHome {
+    /// The environment's process-wide id.
+    fn env_id(&self) -> u64;
+    /// The environment's stats controller.
+    fn stats(&self) -> &StatsCore;
+    /// The environment's own figures: coops, named mboxes, timers and drops.
+    fn own_quantities(env: &Environment, send: &mut dyn FnMut(Quantity))
+    where
+        Self: Sized;
+}
 
 /// A dispatcher's source as a binder holds it: registers itself with the environment of
 /// each agent it binds, taking the environment's lock only when that environment differs
@@ -104,11 +117,12 @@ impl SourceReg {
         }
     }
 
-    pub(crate) fn register(&self, agent: &crate::agent::AgentRef) {
-        if let Some(env) = agent.0.env.upgrade() {
-            let id = env.0.id;
+    pub(crate) fn register(&self, env: &WeakEnv) {
+        if let Some(env) = env.upgrade() {
+            let home: &dyn StatsHome = &*env.0;
+            let id = home.env_id();
             if self.last_env.swap(id, Ordering::Relaxed) != id {
-                env.0.stats.add_source(&self.source);
+                home.stats().add_source(&self.source);
             }
         }
     }
@@ -187,39 +201,7 @@ impl StatsCore {
         let send = |q: Quantity| {
             let _ = self.mbox.send(q);
         };
-        send(Quantity {
-            prefix: "coop_repository".into(),
-            suffix: "coop.count",
-            value: env.coop_count(),
-        });
-        send(Quantity {
-            prefix: "mbox_repository".into(),
-            suffix: "named_mbox.count",
-            value: env.named_mbox_count(),
-        });
-        send(Quantity {
-            prefix: "timer_thread".into(),
-            suffix: "timer.count",
-            value: env.pending_timers(),
-        });
-        let drops = env.drop_counts();
-        for (suffix, n) in [
-            ("no_subscribers.count", drops.no_subscribers),
-            ("filtered.count", drops.filtered),
-            ("over_limit.count", drops.over_limit),
-            ("no_handler.count", drops.no_handler),
-            ("at_deregistration.count", drops.at_deregistration),
-            ("redirection_depth.count", drops.redirection_depth),
-            ("refused.count", drops.refused),
-            ("receiver_finished.count", drops.receiver_finished),
-            ("unreachable.count", drops.unreachable),
-        ] {
-            send(Quantity {
-                prefix: "drops".into(),
-                suffix,
-                value: usize::try_from(n).unwrap_or(usize::MAX),
-            });
-        }
+        <EnvInner as StatsHome>::own_quantities(env, &mut |q| send(q));
         let sources: Vec<SourceRef> = self
             .sources
             .lock()
@@ -311,7 +293,7 @@ impl StatsController {
                 st.on = false;
                 drop(st);
                 if let Some(env) = self.0.env.upgrade() {
-                    env.log_error(&format!("cannot start the stats thread: {e}"));
+                    EnvLayer::log_error(&env.0, &format!("cannot start the stats thread: {e}"));
                 }
             }
         }

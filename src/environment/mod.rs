@@ -16,6 +16,7 @@
 
 mod finish_hooks;
 pub(crate) mod handle;
+mod hooks;
 pub mod introspect;
 mod keep;
 mod params;
@@ -47,7 +48,7 @@ use crate::drops::{DropCounters, DropCounts, DropReason};
 use crate::exception::ExceptionReaction;
 use crate::mbox::named::{Introduced, NamedMboxError, NamedRegistry};
 use crate::mbox::{mpmc, unique, Mbox, Repr};
-use crate::stats::{Quantity, StatsController, StatsCore};
+use crate::stats::{StatsController, StatsCore};
 use crate::timer::TimerThread;
 use crate::trace::{Trace, TraceFilter, TraceHub};
 
@@ -64,78 +65,6 @@ pub enum LaunchError {
     /// The init function of a wrapped environment panicked.
     #[error("the init function panicked: {0}")]
     InitPanicked(String),
-}
-
-impl registry::Slotted for CoopInner {
-    #[inline]
-    fn registry_slot(&self) -> &std::sync::atomic::AtomicU32 {
-        &self.registry_slot
-    }
-}
-
-impl handle::EnvSide for handle::EnvLayer {
-    type Inner = EnvInner;
-    #[inline]
-    fn drops(inner: &EnvInner) -> &Arc<DropCounters> {
-        &inner.drops
-    }
-    fn log_error(inner: &EnvInner, line: &str) {
-        match &inner.logger {
-            Some(l) => l(line),
-            None => eprintln!("agentbox: {line}"),
-        }
-    }
-}
-
-impl crate::stats::StatsHome for EnvInner {
-    fn env_id(&self) -> u64 {
-        self.id
-    }
-    fn stats(&self) -> &StatsCore {
-        &self.stats
-    }
-    fn own_quantities(env: &Environment, send: &mut dyn FnMut(Quantity)) {
-        send(Quantity {
-            prefix: "coop_repository".into(),
-            suffix: "coop.count",
-            value: env.coop_count(),
-        });
-        send(Quantity {
-            prefix: "mbox_repository".into(),
-            suffix: "named_mbox.count",
-            value: env.named_mbox_count(),
-        });
-        send(Quantity {
-            prefix: "timer_thread".into(),
-            suffix: "timer.count",
-            value: env.pending_timers(),
-        });
-        let drops = env.drop_counts();
-        for (suffix, n) in [
-            ("no_subscribers.count", drops.no_subscribers),
-            ("filtered.count", drops.filtered),
-            ("over_limit.count", drops.over_limit),
-            ("no_handler.count", drops.no_handler),
-            ("at_deregistration.count", drops.at_deregistration),
-            ("redirection_depth.count", drops.redirection_depth),
-            ("refused.count", drops.refused),
-            ("receiver_finished.count", drops.receiver_finished),
-            ("unreachable.count", drops.unreachable),
-        ] {
-            send(Quantity {
-                prefix: "drops".into(),
-                suffix,
-                value: usize::try_from(n).unwrap_or(usize::MAX),
-            });
-        }
-    }
-}
-
-impl crate::timer::TimerHome for EnvInner {
-    #[inline]
-    fn timers(&self) -> &TimerThread {
-        &self.timers
-    }
 }
 
 pub(crate) struct EnvInner {

@@ -35,33 +35,21 @@ use std::time::Duration;
 use ahash::AHashMap;
 use parking_lot::Mutex;
 
-use super::idle::{spin_threshold_method, spin_threshold_or_default};
+use super::idle::{serial_builder, spin_threshold_or_default};
 use super::serial::SerialWorker;
 use super::{
-    common_builder_methods, AgentKey, BindError, Binder, BinderImpl, BuildError, CommonParams,
-    DispatcherHandle, EventQueue, KeyAllocator,
+    AgentKey, BindError, Binder, BinderImpl, BuildError, DispatcherHandle, EventQueue, KeyAllocator,
 };
 use crate::agent::AgentRef;
 use crate::stats::source::quantity;
 use crate::stats::{Quantity, SourceReg, StatsSource};
 
-/// Builds an `active_group` dispatcher.
-#[derive(Debug, Default, Clone)]
-pub struct Builder {
-    common: CommonParams,
-    spin: Option<Duration>,
-}
+serial_builder!(
+    doc: "Builds an `active_group` dispatcher.",
+    new: "A builder with the defaults: a generated name, no activity tracking. Group threads are named `<name>-<group>`."
+);
 
 impl Builder {
-    /// A builder with the defaults: a generated name, no activity tracking. Group threads
-    /// are named `<name>-<group>`.
-    pub fn new() -> Self {
-        Builder::default()
-    }
-
-    common_builder_methods!();
-    spin_threshold_method!();
-
     /// Makes the dispatcher; threads start as groups get their first agent. Its
     /// [`binder`](DispatcherHandle::binder) binds to the group named `""`; use
     /// [`binder_with`](DispatcherHandle::binder_with) and

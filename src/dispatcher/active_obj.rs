@@ -34,33 +34,21 @@ use std::time::Duration;
 use ahash::AHashMap;
 use parking_lot::Mutex;
 
-use super::idle::{spin_threshold_method, spin_threshold_or_default};
+use super::idle::{serial_builder, spin_threshold_or_default};
 use super::serial::SerialWorker;
 use super::{
-    common_builder_methods, AgentKey, BindError, Binder, BinderImpl, BuildError, CommonParams,
-    DispatcherHandle, EventQueue, KeyAllocator,
+    AgentKey, BindError, Binder, BinderImpl, BuildError, DispatcherHandle, EventQueue, KeyAllocator,
 };
 use crate::agent::{AgentId, AgentRef};
 use crate::stats::source::quantity;
 use crate::stats::{Quantity, SourceReg, StatsSource};
 
-/// Builds an `active_obj` dispatcher.
-#[derive(Debug, Default, Clone)]
-pub struct Builder {
-    common: CommonParams,
-    spin: Option<Duration>,
-}
+serial_builder!(
+    doc: "Builds an `active_obj` dispatcher.",
+    new: "A builder with the defaults: a generated name, no activity tracking. Agent threads are named `<name>-<agent id>`."
+);
 
 impl Builder {
-    /// A builder with the defaults: a generated name, no activity tracking. Agent threads
-    /// are named `<name>-<agent id>`.
-    pub fn new() -> Self {
-        Builder::default()
-    }
-
-    common_builder_methods!();
-    spin_threshold_method!();
-
     /// Makes the dispatcher; threads start as agents are bound.
     ///
     /// # Errors

@@ -18,34 +18,22 @@
 //! ```
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use super::idle::{spin_threshold_method, spin_threshold_or_default};
+use super::idle::{serial_builder, spin_threshold_or_default};
 use super::serial::SerialWorker;
 use super::{
-    common_builder_methods, AgentKey, BindError, Binder, BinderImpl, BuildError, CommonParams,
-    DispatcherHandle, EventQueue, KeyAllocator,
+    AgentKey, BindError, Binder, BinderImpl, BuildError, DispatcherHandle, EventQueue, KeyAllocator,
 };
 use crate::agent::AgentRef;
 use crate::stats::source::quantity;
 use crate::stats::{Quantity, SourceReg, StatsSource};
 
-/// Builds a `one_thread` dispatcher.
-#[derive(Debug, Default, Clone)]
-pub struct Builder {
-    common: CommonParams,
-    spin: Option<Duration>,
-}
+serial_builder!(
+    doc: "Builds a `one_thread` dispatcher.",
+    new: "A builder with the defaults: a generated name, no activity tracking."
+);
 
 impl Builder {
-    /// A builder with the defaults: a generated name, no activity tracking.
-    pub fn new() -> Self {
-        Builder::default()
-    }
-
-    common_builder_methods!();
-    spin_threshold_method!();
-
     /// Starts the worker thread.
     ///
     /// # Errors

@@ -118,13 +118,11 @@ fn crate_paths(text: &str, module: &str) -> BTreeSet<String> {
     let mut lines = text.lines().peekable();
     while let Some(line) = lines.next() {
         let t = line.trim_start();
-        if t.starts_with("#[cfg(") && t.contains("test") {
-            if lines
-                .peek()
-                .is_some_and(|n| n.trim_start().starts_with("mod ") && n.trim_end().ends_with('{'))
-            {
-                break;
-            }
+        let test_module_next = lines
+            .peek()
+            .is_some_and(|n| n.trim_start().starts_with("mod ") && n.trim_end().ends_with('{'));
+        if t.starts_with("#[cfg(") && t.contains("test") && test_module_next {
+            break;
         }
         code.push_str(line.split("//").next().unwrap_or(""));
         code.push('\n');

@@ -61,9 +61,6 @@ use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
-
 mod takeover;
 
 use takeover::{accept_resume, accept_verified, claim_new};
@@ -78,14 +75,9 @@ use super::stats::Refusal;
 use super::stream::IcStream;
 use super::wire::{
     ClusterUuids, ExBlock, HandshakeReply, HandshakeRequest, HandshakeSuccess, InitialPacket,
-    KeyValuePair, PacketChecksum, PROTOCOL_VERSION,
+    PacketChecksum, PROTOCOL_VERSION,
 };
 use crate::actors::ActorId;
-
-/// The handshake param that carries a side's nonce.
-pub(crate) const NONCE: &str = "agentbox.nonce";
-/// The handshake param that carries a side's HMAC proof.
-pub(crate) const PROOF: &str = "agentbox.proof";
 
 /// How long the handshake thread may take to read what the listener saw (`accept`).
 const READ_WHAT_CAME: Duration = Duration::from_millis(200);
@@ -564,47 +556,6 @@ fn refuse(c: &mut Conn, reason: &HandshakeError) {
         ..Default::default()
     };
     let _ = c.send(&ExBlock::new(reply.encode()).encode());
-}
-
-type HmacSha256 = Hmac<Sha256>;
-
-/// HMAC-SHA256 of `parts` (each length-prefixed, so that no two inputs collide).
-pub(crate) fn proof(secret: &[u8], parts: &[&[u8]]) -> Vec<u8> {
-    let Ok(mut mac) = HmacSha256::new_from_slice(secret) else {
-        return Vec::new();
-    };
-    for p in parts {
-        mac.update(&(p.len() as u64).to_le_bytes());
-        mac.update(p);
-    }
-    mac.finalize().into_bytes().to_vec()
-}
-
-/// Checks a proof in constant time.
-pub(crate) fn verify_proof(secret: &[u8], parts: &[&[u8]], tag: &[u8]) -> bool {
-    let Ok(mut mac) = HmacSha256::new_from_slice(secret) else {
-        return false;
-    };
-    for p in parts {
-        mac.update(&(p.len() as u64).to_le_bytes());
-        mac.update(p);
-    }
-    mac.verify_slice(tag).is_ok()
-}
-
-/// A param's value by key.
-pub(crate) fn param<'a>(params: &'a [KeyValuePair], key: &str) -> Option<&'a [u8]> {
-    params
-        .iter()
-        .find(|p| p.key.as_deref() == Some(key))
-        .and_then(|p| p.value.as_deref())
-}
-
-pub(crate) fn kv(key: &str, value: Vec<u8>) -> KeyValuePair {
-    KeyValuePair {
-        key: Some(key.to_owned()),
-        value: Some(value),
-    }
 }
 
 /// YDB's cluster-id rule (`ValidateClusterUUID`): with an empty accept list anyone is

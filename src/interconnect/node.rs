@@ -11,12 +11,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use parking_lot::Mutex;
 
 use super::admission::Admission;
-use super::challenge::NONCE_LEN;
+use super::challenge::{self, param, proof, verify_proof, NONCE, NONCE_LEN, PROOF};
 use super::codec::Codecs;
 use super::encryption::{self, EncryptionMode};
 use super::error::{HandshakeError, InterconnectError};
 use super::events::{Subscribe, Unsubscribe};
-use super::handshake::{self, cluster_accepts, param, proof, verify_proof, NONCE, PROOF};
+use super::handshake::{self, cluster_accepts};
 use super::names::NameService;
 use super::session::{outbox_meta, Session};
 use super::setup::{Config, InterconnectSetup};

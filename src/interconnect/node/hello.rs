@@ -38,8 +38,8 @@ impl NodeShared {
                     &to,
                 ],
             );
-            params.push(handshake::kv(NONCE, nonce.to_vec()));
-            params.push(handshake::kv(PROOF, tag));
+            params.push(challenge::kv(NONCE, nonce.to_vec()));
+            params.push(challenge::kv(PROOF, tag));
         }
         HandshakeRequest {
             protocol: HANDSHAKE_PROTOCOL,
@@ -183,8 +183,8 @@ impl NodeShared {
                     sender_actor_id.as_bytes(),
                 ],
             );
-            params.push(handshake::kv(NONCE, nonce.to_vec()));
-            params.push(handshake::kv(PROOF, tag));
+            params.push(challenge::kv(NONCE, nonce.to_vec()));
+            params.push(challenge::kv(PROOF, tag));
         }
         HandshakeSuccess {
             protocol: HANDSHAKE_PROTOCOL,

@@ -68,7 +68,7 @@ use takeover::{accept_resume, accept_verified, claim_new};
 use super::admission::INITIAL_PACKET_DEADLINE;
 use super::challenge;
 use super::encryption;
-use super::error::HandshakeError;
+use super::error::{ConnectFailed, HandshakeError};
 use super::node::NodeShared;
 use super::session::{Fallout, NewPeer, PeerProgram, Session};
 use super::stats::Refusal;
@@ -185,13 +185,6 @@ fn resolve(address: &str, port: u16) -> Result<SocketAddr, HandshakeError> {
 }
 
 /// The connecting side (see the module docs). On success the connection is installed.
-/// Why an outgoing handshake failed, and whether the session still is the one it was for
-/// (a stale attempt's failure must not end a session that replaced it).
-pub(crate) struct ConnectFailed {
-    pub(crate) error: HandshakeError,
-    pub(crate) stale: bool,
-}
-
 pub(crate) fn connect(node: &Arc<NodeShared>, s: &Arc<Session>) -> Result<Fallout, ConnectFailed> {
     let fresh = |error| ConnectFailed {
         error,

@@ -44,6 +44,7 @@
 //! A whole two-node exchange is on [`Interconnect`].
 
 mod admission;
+mod base;
 mod challenge;
 mod codec;
 mod encryption;

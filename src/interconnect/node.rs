@@ -12,20 +12,13 @@ use parking_lot::Mutex;
 
 use super::admission::Admission;
 use super::base::NodeBase;
-use super::challenge::{self, param, proof, verify_proof, NONCE, NONCE_LEN, PROOF};
-use super::encryption::{self, EncryptionMode};
-use super::error::ConnectFailed;
-use super::error::{HandshakeError, InterconnectError};
+use super::error::{ConnectFailed, InterconnectError};
 use super::events::{Subscribe, Unsubscribe};
-use super::handshake::{self, cluster_accepts};
-use super::names::NameService;
+use super::handshake;
 use super::session::{outbox_meta, Fallout, Host, Session};
 use super::setup::InterconnectSetup;
+use super::shared::{close_after_linger, NodeShared};
 use super::stats::{Refusal, SessionStats};
-use super::stream::IcStream;
-use super::wire::{
-    ClusterUuids, HandshakeRequest, HandshakeSuccess, SuccessRdma, HANDSHAKE_PROTOCOL,
-};
 use crate::actors::{
     Actor, ActorContext, ActorId, ActorSystem, DeadLetterReason, EventHandle, Handled,
     RemoteRouter, EV_POISON, EV_SUBSCRIBE, EV_UNSUBSCRIBE,
@@ -34,70 +27,9 @@ use crate::environment::{StopGuard, WeakEnv};
 use crate::stats::{Quantity, StatsSource};
 
 mod face;
-mod hello;
 pub use face::Interconnect;
 
-/// How many refusals [`Interconnect::refusals`] keeps.
-const REFUSALS_KEPT: usize = 64;
-
-/// What every thread of a node shares.
-pub(crate) struct NodeShared {
-    /// What the sessions read too (`base.rs`); the node derefs to it.
-    pub(crate) base: NodeBase,
-    pub(crate) names: NameService,
-    cluster_uuid: Option<String>,
-    accept_uuids: Vec<String>,
-    secret: Option<Vec<u8>>,
-    #[cfg(feature = "tls")]
-    pub(crate) tls: Option<super::TlsSetup>,
-    sessions: BTreeMap<u32, Arc<Session>>,
-    local_addr: SocketAddr,
-    pid: u64,
-    start_time: u64,
-    /// Which incoming connections may run a handshake now (`admission.rs`).
-    pub(crate) admission: Arc<Admission>,
-    refusals: Mutex<VecDeque<Refusal>>,
-    /// The sessions' figures for the environment's stats controller (held weakly there).
-    stats_source: Arc<dyn StatsSource>,
-}
-
-impl std::ops::Deref for NodeShared {
-    type Target = NodeBase;
-
-    #[inline(always)]
-    fn deref(&self) -> &NodeBase {
-        &self.base
-    }
-}
-
 impl NodeShared {
-    /// When this node runs TLS (DISABLED without a TLS setup).
-    pub(crate) fn encryption_mode(&self) -> EncryptionMode {
-        #[cfg(feature = "tls")]
-        if let Some(t) = &self.tls {
-            return t.mode;
-        }
-        EncryptionMode::Disabled
-    }
-
-    /// The cluster's shared secret, if it has one (the handshake then runs the challenge
-    /// of `challenge.rs`).
-    pub(crate) fn secret(&self) -> Option<&[u8]> {
-        self.secret.as_deref()
-    }
-
-    pub(crate) fn session(&self, peer: u32) -> Option<Arc<Session>> {
-        self.sessions.get(&peer).cloned()
-    }
-
-    pub(crate) fn refused(&self, r: Refusal) {
-        let mut q = self.refusals.lock();
-        if q.len() == REFUSALS_KEPT {
-            q.pop_front();
-        }
-        q.push_back(r);
-    }
-
     /// Takes an event for `peer` (the remote router's path): encodes it here, on the
     /// sender's thread, and queues it.
     fn send(self: &Arc<Self>, h: EventHandle, peer: u32) -> Result<(), EventHandle> {
@@ -187,12 +119,6 @@ fn with_scratch<R>(f: impl FnOnce(&mut Vec<u8>) -> R) -> R {
         }
         Err(_) => f(&mut Vec::new()),
     })
-}
-
-fn peer_cluster(c: Option<&ClusterUuids>, legacy: Option<&str>) -> String {
-    c.and_then(|c| c.cluster_uuid.clone())
-        .or_else(|| legacy.map(str::to_owned))
-        .unwrap_or_default()
 }
 
 /// The sessions' figures, under `ic/node<N>/peer<P>` (see the `stats` module docs).
@@ -382,55 +308,7 @@ fn shutdown(node: &Arc<NodeShared>) {
     let _ = TcpStream::connect_timeout(&node.local_addr, Duration::from_millis(200));
 }
 
-/// Closes a connection that a handshake holds when the node stops (it lost its session
-/// to the stop, or failed because of it) as the sessions' connections are closed: an end
-/// of stream now, the socket kept open for reading for the close linger. The peer may have
-/// installed its side already (it did once it read our answer) and sent on it: dropped at
-/// once, with those bytes unread, the socket was reset, which the peer takes for a lost
-/// connection and resumes for its whole lost-connection timeout, where an end of stream
-/// with nothing of its pending ends its session at once. A handshake that fails while the
-/// node runs drops its connection as before.
-pub(crate) fn close_if_stopping(node: &NodeShared, stream: IcStream) {
-    if !node.is_stopping() {
-        return;
-    }
-    let _ = stream.shutdown(std::net::Shutdown::Write);
-    close_after_linger(vec![Arc::new(stream)], node.cfg.close_linger);
-}
-
-/// Shuts the reading half of `streams` (their sending half is shut: `Session::terminate`
-/// with `Stopping`) after `linger` (`InterconnectSetup::close_linger`), on a thread of its own: meanwhile what the
-/// peer sends is accepted (and dropped by our ended reader), so our close is not a reset
-/// that the peer could see before our end of stream. The shutdown wakes a reader still
-/// waiting, which lets the socket go; a peer that closes first ends it sooner.
-fn close_after_linger(streams: Vec<Arc<IcStream>>, linger: Duration) {
-    if streams.is_empty() {
-        return;
-    }
-    let shut = |streams: Vec<Arc<IcStream>>| {
-        for s in streams {
-            let _ = s.shutdown(std::net::Shutdown::Read);
-        }
-    };
-    let (tx, rx) = std::sync::mpsc::channel::<Vec<Arc<IcStream>>>();
-    let spawned = std::thread::Builder::new()
-        .name("ic-close".into())
-        .spawn(move || {
-            if let Ok(streams) = rx.recv() {
-                std::thread::sleep(linger);
-                shut(streams);
-            }
-        });
-    match spawned {
-        Ok(_) => {
-            let _ = tx.send(streams);
-        }
-        // No thread: closed at once, as before.
-        Err(_) => shut(streams),
-    }
-}
-
 /// The listener: a thread per admitted connection runs its handshake (`admission.rs`).
 fn listen(node: &Arc<NodeShared>, listener: TcpListener) {
-    super::admission::listen(node, listener);
+    super::listener::listen(node, listener);
 }

@@ -151,7 +151,7 @@ impl Drop for Delivery {
     }
 }
 
-/// A cancellable scheduled event ([`ActorContext::schedule`]).
+/// A cancellable scheduled event ([`ActorContext::schedule`](super::ActorContext::schedule)).
 ///
 /// Dropping the handle does not cancel (YDB's schedule is fire-and-forget);
 /// [`cancel`](Self::cancel) does, and then the event is never handled — not even a copy

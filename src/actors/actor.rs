@@ -7,15 +7,16 @@ use std::time::Duration;
 
 use thiserror::Error;
 
+use super::delivery::{Delivery, ScheduleHandle};
 use super::event::Event;
 use super::flags::EventFlags;
 use super::handle::{EventHandle, Handled};
 use super::id::ActorId;
+use super::inner::{ActorSystem, RegisterActorError, SystemInner};
+use super::mailbox::{Guest, Hosted, MailboxAgent};
 use super::routing::RouteCache;
-use super::system::{ActorSystem, RegisterActorError, SystemInner};
 use crate::exception::ExceptionReaction;
 use crate::mbox::Mbox;
-use crate::timer::TimerHandle;
 
 /// A state function: receives every event of its actor while it is the current one
 /// (YDB's `STFUNC`). Switch with [`ActorContext::become_state`].
@@ -110,37 +111,6 @@ pub enum PassAwayError {
     AlreadyPassedAway(ActorId),
 }
 
-/// A cancellable scheduled event ([`ActorContext::schedule`]).
-///
-/// Dropping the handle does not cancel (YDB's schedule is fire-and-forget);
-/// [`cancel`](Self::cancel) does, and then the event is never handled — not even a copy
-/// already queued — and is not a dead letter.
-#[derive(Debug)]
-pub struct ScheduleHandle {
-    timer: Option<TimerHandle>,
-    cancelled: Arc<AtomicBool>,
-}
-
-impl ScheduleHandle {
-    pub(crate) fn new(timer: Option<TimerHandle>, cancelled: Arc<AtomicBool>) -> Self {
-        ScheduleHandle { timer, cancelled }
-    }
-
-    /// Cancels the event: it will not be handled (a handler already running finishes).
-    pub fn cancel(&self) {
-        self.cancelled.store(true, Ordering::Release);
-        if let Some(t) = &self.timer {
-            t.cancel();
-        }
-    }
-
-    /// Whether the event may still be delivered: not cancelled, and not yet fired.
-    pub fn is_active(&self) -> bool {
-        !self.cancelled.load(Ordering::Acquire)
-            && self.timer.as_ref().is_some_and(|t| t.is_active())
-    }
-}
-
 /// An actor's handle to its system, given to `bootstrap` and every state function.
 pub struct ActorContext<A: Actor> {
     pub(crate) sys: Arc<SystemInner>,
@@ -150,7 +120,7 @@ pub struct ActorContext<A: Actor> {
     /// Its mailbox (set when the mailbox is defined).
     pub(crate) mailbox: Option<Mbox>,
     /// Actors registered with the same mailbox in the running handler, with their parent.
-    pub(crate) children: Vec<Box<dyn super::mailbox::Hosted>>,
+    pub(crate) children: Vec<Box<dyn Hosted>>,
     /// The route of the last recipient sent to twice in a row.
     route_cache: RefCell<RouteCache>,
 }
@@ -336,5 +306,146 @@ impl<A: Actor> ActorContext<A> {
     /// Whether [`pass_away`](Self::pass_away) has been called.
     pub fn has_passed_away(&self) -> bool {
         self.passed_away
+    }
+}
+
+/// An actor with its context: what a mailbox hosts ([`Hosted`]).
+pub(crate) struct Cell<A: Actor> {
+    pub(crate) actor: A,
+    pub(crate) ctx: ActorContext<A>,
+    pub(crate) parent: ActorId,
+}
+
+impl<A: Actor> Cell<A> {
+    pub(crate) fn new(actor: A, ctx: ActorContext<A>, parent: ActorId) -> Self {
+        Cell { actor, ctx, parent }
+    }
+}
+
+impl<A: Actor> Hosted for Cell<A> {
+    #[inline]
+    fn id(&self) -> ActorId {
+        self.ctx.self_id
+    }
+
+    fn bootstrap(&mut self, parent: ActorId) {
+        self.actor.bootstrap(&mut self.ctx, parent);
+    }
+
+    #[inline]
+    fn handle(&mut self, ev: EventHandle) -> Option<EventHandle> {
+        match self.ctx.state {
+            Some(f) => match f(&mut self.actor, &mut self.ctx, ev) {
+                Handled::Yes => None,
+                Handled::No(ev) => Some(ev),
+            },
+            None => Some(ev),
+        }
+    }
+
+    #[inline]
+    fn passed_away(&self) -> bool {
+        self.ctx.passed_away
+    }
+
+    fn pass_away_quietly(&mut self) {
+        let _ = self.ctx.pass_away();
+    }
+
+    fn take_children(&mut self) -> Vec<Box<dyn Hosted>> {
+        std::mem::take(&mut self.ctx.children)
+    }
+
+    fn set_mailbox(&mut self, mbox: &crate::Mbox) {
+        self.ctx.mailbox = Some(mbox.clone());
+    }
+
+    fn parent(&self) -> ActorId {
+        self.parent
+    }
+
+    /// The handle in `slot` (always `Some`) is taken out only as the state function's
+    /// argument: moved through the mailbox's steps by value, the 88-byte handle was copied
+    /// three times between its node and the call (callgrind, `ydb_ping_pong_one_thread`).
+    #[inline(always)]
+    fn handle_in(&mut self, slot: &mut Option<EventHandle>) -> Option<EventHandle> {
+        match self.ctx.state {
+            Some(f) => match f(&mut self.actor, &mut self.ctx, slot.take()?) {
+                Handled::Yes => None,
+                Handled::No(ev) => Some(ev),
+            },
+            None => slot.take(),
+        }
+    }
+
+    #[inline]
+    fn has_children(&self) -> bool {
+        !self.ctx.children.is_empty()
+    }
+
+    fn exception_reaction(&self) -> ExceptionReaction {
+        self.actor.exception_reaction()
+    }
+}
+
+impl<A: Actor> Guest for A {
+    type Cell = Cell<A>;
+}
+
+impl SystemInner {
+    /// Registers `actor` with a mailbox of its own on `pool`.
+    ///
+    /// 1. A local id and a slot (hint) are reserved.
+    /// 2. The mailbox agent is made and its slot filled with its mbox, so that the actor's
+    ///    bootstrap can already reach itself.
+    /// 3. Its coop is registered on the pool's dispatcher; on failure the slot is freed.
+    pub(crate) fn register<A: Actor>(
+        &self,
+        pool: u32,
+        actor: A,
+        parent: ActorId,
+    ) -> Result<ActorId, RegisterActorError> {
+        let sys = self.arc()?;
+        let id = self.new_id(pool)?;
+        let p = self.pool(pool);
+        let cell = Cell::new(actor, ActorContext::new(sys.clone(), id), parent);
+        let agent = MailboxAgent::<A>::new(sys, pool, cell);
+        let mut coop = self.env.make_coop();
+        coop.set_binder(p.binder.clone());
+        let mbox = coop.add_agent(agent);
+        let mbox_for_stop = mbox.clone();
+        p.table.fill(id.hint(), id.local_id(), mbox);
+        match self.env.register_coop(coop) {
+            Ok(_) => {
+                // A stop that began after `new_id`'s check did not see this mailbox.
+                if self.stopping.load(Ordering::Acquire) {
+                    let _ = mbox_for_stop.send_mutable(Delivery::stop());
+                }
+                Ok(id)
+            }
+            Err(e) => {
+                p.table.remove(id.hint(), id.local_id());
+                Err(e.into())
+            }
+        }
+    }
+
+    /// An actor for an existing mailbox (`register_with_same_mailbox`); it resolves at
+    /// once.
+    pub(crate) fn host_in_mailbox<A: Actor>(
+        &self,
+        pool: u32,
+        actor: A,
+        parent: ActorId,
+        mailbox: Mbox,
+    ) -> Result<Box<dyn Hosted>, RegisterActorError> {
+        let sys = self.arc()?;
+        let id = self.new_id(pool)?;
+        let mut ctx = ActorContext::new(sys, id);
+        ctx.mailbox = Some(mailbox.clone());
+        self.pool(pool)
+            .table
+            .fill(id.hint(), id.local_id(), mailbox);
+        Ok(Box::new(Cell::new(actor, ctx, parent)))
     }
 }

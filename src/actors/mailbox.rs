@@ -23,16 +23,16 @@
 //! that resolved the id just before still queues the event, which then takes one of the
 //! two paths above.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Instant;
 
-use super::actor::{Actor, ActorContext};
 use super::dead_letters::DeadLetterReason;
+use super::delivery::{Delivery, Extra};
 use super::event::EV_POISON;
-use super::handle::{EventHandle, Handled};
+use super::handle::EventHandle;
 use super::id::ActorId;
-use super::system::SystemInner;
+use super::inner::SystemInner;
 use crate::agent::{Agent, Context, DefineError};
 use crate::coop::DeregReason;
 use crate::exception::ExceptionReaction;
@@ -49,267 +49,39 @@ pub(crate) trait Hosted: Send {
     fn take_children(&mut self) -> Vec<Box<dyn Hosted>>;
     fn set_mailbox(&mut self, mbox: &crate::Mbox);
     fn parent(&self) -> ActorId;
+    /// [`handle`](Self::handle) of the handle in `slot` (always `Some`), taken out only
+    /// as the state function's argument (the first actor's path, see `MailboxAgent`).
+    fn handle_in(&mut self, slot: &mut Option<EventHandle>) -> Option<EventHandle>;
+    /// Whether it registered actors with its mailbox that are not adopted yet.
+    fn has_children(&self) -> bool;
+    /// The reaction to a panic in its code (`Actor::exception_reaction`).
+    fn exception_reaction(&self) -> ExceptionReaction;
 }
 
-pub(crate) struct Cell<A: Actor> {
-    pub(crate) actor: A,
-    pub(crate) ctx: ActorContext<A>,
-    pub(crate) parent: ActorId,
-}
-
-impl<A: Actor> Cell<A> {
-    pub(crate) fn new(actor: A, ctx: ActorContext<A>, parent: ActorId) -> Self {
-        Cell { actor, ctx, parent }
-    }
-
-    /// [`Hosted::handle`] of the handle in `slot` (always `Some`), taken out only as the
-    /// state function's argument: moved through the mailbox's steps by value, the 88-byte
-    /// handle was copied three times between its node and the call (callgrind,
-    /// `ydb_ping_pong_one_thread`).
-    #[inline(always)]
-    fn handle_in(&mut self, slot: &mut Option<EventHandle>) -> Option<EventHandle> {
-        match self.ctx.state {
-            Some(f) => match f(&mut self.actor, &mut self.ctx, slot.take()?) {
-                Handled::Yes => None,
-                Handled::No(ev) => Some(ev),
-            },
-            None => slot.take(),
-        }
-    }
-}
-
-impl<A: Actor> Hosted for Cell<A> {
-    fn id(&self) -> ActorId {
-        self.ctx.self_id
-    }
-
-    fn bootstrap(&mut self, parent: ActorId) {
-        self.actor.bootstrap(&mut self.ctx, parent);
-    }
-
-    #[inline]
-    fn handle(&mut self, ev: EventHandle) -> Option<EventHandle> {
-        match self.ctx.state {
-            Some(f) => match f(&mut self.actor, &mut self.ctx, ev) {
-                Handled::Yes => None,
-                Handled::No(ev) => Some(ev),
-            },
-            None => Some(ev),
-        }
-    }
-
-    fn passed_away(&self) -> bool {
-        self.ctx.passed_away
-    }
-
-    fn pass_away_quietly(&mut self) {
-        let _ = self.ctx.pass_away();
-    }
-
-    fn take_children(&mut self) -> Vec<Box<dyn Hosted>> {
-        std::mem::take(&mut self.ctx.children)
-    }
-
-    fn set_mailbox(&mut self, mbox: &crate::Mbox) {
-        self.ctx.mailbox = Some(mbox.clone());
-    }
-
-    fn parent(&self) -> ActorId {
-        self.parent
-    }
-}
-
-/// What a [`Delivery`] knows of its system: a weak reference, reached through a link that
-/// lives as long as the process (one small allocation per system, never freed), so that a
-/// delivery carries a plain reference instead of counting one per event. Only a delivery
-/// dropped unhandled upgrades it.
-///
-/// A system has two: one for deliveries counted in their pool's queue length and one for
-/// the rest (see [`SystemLink::pair`]), so that a delivery carries that flag in its link.
-pub(crate) struct SystemLink {
-    pub(crate) sys: Weak<SystemInner>,
-    /// Whether the deliveries of this link are in their pool's queue-length count.
-    counted: bool,
-}
-
-impl SystemLink {
-    /// A system's two links, uncounted then counted (never freed: a few words a system).
-    pub(crate) fn pair(sys: Weak<SystemInner>) -> &'static [SystemLink; 2] {
-        Box::leak(Box::new([
-            SystemLink {
-                sys: sys.clone(),
-                counted: false,
-            },
-            SystemLink { sys, counted: true },
-        ]))
-    }
-}
-
-/// The link of deliveries that belong to no system (a mailbox's stop request).
-static DETACHED: SystemLink = SystemLink {
-    sys: Weak::new(),
-    counted: false,
-};
-
-/// A handle on its way to a mailbox. Reports itself as not delivered if dropped with the
-/// handle still inside (see the module docs).
-///
-/// Kept small (112 bytes): it is moved into its message's node and out of it once per
-/// event; what only scheduled events and batches carry is behind one pointer.
-pub(crate) struct Delivery {
-    handle: Option<EventHandle>,
-    link: &'static SystemLink,
-    /// A scheduled event's cancel flag, or the rest of a batch.
-    extra: Option<Box<Extra>>,
-}
-
-/// What a [`Delivery`] of a scheduled event or of a batch carries besides its handle.
-enum Extra {
-    /// A scheduled event's flag: a cancelled one is dropped quietly.
-    Cancelled(Arc<AtomicBool>),
-    /// Handles for the same mailbox that follow `handle`, in order: a batch
-    /// ([`SystemInner::send_batch`](super::system::SystemInner::send_batch), the
-    /// interconnect's hook) is one message, one queue push, one wake-up.
-    Rest(Rest),
-}
-
-// Moved twice per event (into its node, out of it): the size is the cost.
-const _: () = assert!(std::mem::size_of::<Delivery>() <= 112);
-
-/// The handles of a batch after its first (see [`Delivery::batch`]). Those still inside
-/// when it is dropped (the handler of one of them panicked, or the mailbox is gone) are
-/// reported as not delivered, like a dropped [`Delivery`].
-pub(crate) struct Rest {
-    handles: std::vec::IntoIter<EventHandle>,
-    link: &'static SystemLink,
-    counted: bool,
-}
-
-impl Drop for Rest {
-    fn drop(&mut self) {
-        if self.handles.len() == 0 {
-            return;
-        }
-        if let Some(sys) = self.link.sys.upgrade() {
-            for h in self.handles.by_ref() {
-                if self.counted {
-                    sys.dequeued(h.recipient_rewrite());
-                }
-                let reason = sys.loss_reason();
-                sys.not_delivered(h, reason);
-            }
-        }
-    }
-}
-
-impl Delivery {
-    #[inline(always)]
-    pub(crate) fn new(
-        handle: EventHandle,
-        links: &'static [SystemLink; 2],
-        cancelled: Option<Arc<AtomicBool>>,
-        counted: bool,
-    ) -> Self {
-        Delivery {
-            handle: Some(handle),
-            link: &links[counted as usize],
-            extra: cancelled.map(|c| Box::new(Extra::Cancelled(c))),
-        }
-    }
-
-    /// A batch for one mailbox: `first`, then `rest` in order (delivered by the mailbox in
-    /// one go). Never for a bridge endpoint, which takes one handle per message.
-    #[cfg_attr(not(feature = "interconnect"), allow(dead_code))]
-    pub(crate) fn batch(
-        first: EventHandle,
-        rest: std::vec::IntoIter<EventHandle>,
-        links: &'static [SystemLink; 2],
-        counted: bool,
-    ) -> Self {
-        let link = &links[counted as usize];
-        let extra = (rest.len() > 0).then(|| {
-            Box::new(Extra::Rest(Rest {
-                handles: rest,
-                link,
-                counted,
-            }))
-        });
-        Delivery {
-            handle: Some(first),
-            link,
-            extra,
-        }
-    }
-
-    /// Whether this is a scheduled event that was cancelled.
-    #[inline]
-    fn cancelled(&self) -> bool {
-        match self.extra.as_deref() {
-            Some(Extra::Cancelled(c)) => c.load(Ordering::Acquire),
-            _ => false,
-        }
-    }
-}
-
-impl Delivery {
-    /// The handle a bridge endpoint (`crate::bridge`) was given in `msg`, with whether it
-    /// was counted in its pool's queue; `None` for anything else, a stop or a cancelled
-    /// scheduled event.
-    pub(crate) fn take_for_endpoint(msg: &crate::Message) -> Option<(EventHandle, bool)> {
-        msg.take_mutable::<Delivery>()?.take_handle()
-    }
-
-    fn take_handle(&mut self) -> Option<(EventHandle, bool)> {
-        let h = self.handle.take()?;
-        if self.cancelled() {
-            return None;
-        }
-        Some((h, self.link.counted))
-    }
-
-    /// A delivery without a handle: asks the mailbox to deregister (the system stops).
-    /// One message type for both keeps a mailbox at one subscription.
-    pub(crate) fn stop() -> Self {
-        Delivery {
-            handle: None,
-            link: &DETACHED,
-            extra: None,
-        }
-    }
-}
-
-impl Drop for Delivery {
-    fn drop(&mut self) {
-        let Some(h) = self.handle.take() else { return };
-        if self.cancelled() {
-            return;
-        }
-        if let Some(sys) = self.link.sys.upgrade() {
-            if self.link.counted {
-                sys.dequeued(h.recipient_rewrite());
-            }
-            let reason = sys.loss_reason();
-            sys.not_delivered(h, reason);
-        }
-    }
+/// The actor type a mailbox is made for, hosted inline as its first ([`Cell`](Self::Cell)):
+/// its events need no dynamic call, and the mailbox names no actor trait (`actor.rs`
+/// implements this for every actor).
+pub(crate) trait Guest: 'static {
+    /// The actor with its context.
+    type Cell: Hosted + 'static;
 }
 
 /// The agent that is a mailbox.
-pub(crate) struct MailboxAgent<A: Actor> {
+pub(crate) struct MailboxAgent<A: Guest> {
     sys: Arc<SystemInner>,
     pool: u32,
     /// The actor the mailbox was made for, inline: its events need no dynamic call.
     /// `None` once it passed away.
-    first: Option<Cell<A>>,
+    first: Option<A::Cell>,
     /// Actors registered with the same mailbox (rare).
     others: Vec<Box<dyn Hosted>>,
     reaction: ExceptionReaction,
 }
 
-impl<A: Actor> MailboxAgent<A> {
-    pub(crate) fn new(sys: Arc<SystemInner>, pool: u32, first: Cell<A>) -> Self {
+impl<A: Guest> MailboxAgent<A> {
+    pub(crate) fn new(sys: Arc<SystemInner>, pool: u32, first: A::Cell) -> Self {
         MailboxAgent {
-            reaction: first.actor.exception_reaction(),
+            reaction: first.exception_reaction(),
             sys,
             pool,
             first: Some(first),
@@ -325,7 +97,7 @@ impl<A: Actor> MailboxAgent<A> {
 
     /// [`deliver`](Self::deliver) of the handle in `slot` (`Some`; left `None`), which
     /// the first actor's state function gets straight from there (see
-    /// [`Cell::handle_in`]).
+    /// [`Hosted::handle_in`]).
     #[inline(always)]
     fn deliver_in(
         &mut self,
@@ -340,14 +112,14 @@ impl<A: Actor> MailboxAgent<A> {
         }
         let local = ev.recipient_rewrite().local_id();
         if let Some(first) = &mut self.first {
-            if first.ctx.self_id.local_id() == local {
+            if first.id().local_id() == local {
                 pool.count_handled();
                 let start = pool.activity.then(Instant::now);
                 if let Some(ev) = first.handle_in(slot) {
                     self.unhandled_by_first(ev);
                 }
                 if let Some(first) = &self.first {
-                    if first.ctx.passed_away || !first.ctx.children.is_empty() {
+                    if first.passed_away() || first.has_children() {
                         self.after_first(ctx);
                     }
                 }
@@ -476,8 +248,8 @@ impl<A: Actor> MailboxAgent<A> {
         let pool = self.sys.pool(self.pool);
         pool.count_handled();
         let start = pool.activity.then(Instant::now);
-        let parent = first.parent;
-        first.actor.bootstrap(&mut first.ctx, parent);
+        let parent = first.parent();
+        first.bootstrap(parent);
         if let Some(t) = start {
             pool.add_work(t);
         }
@@ -489,7 +261,7 @@ impl<A: Actor> MailboxAgent<A> {
     }
 }
 
-impl<A: Actor> Agent for MailboxAgent<A> {
+impl<A: Guest> Agent for MailboxAgent<A> {
     fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
         let mbox = ctx.direct_mbox();
         if let Some(first) = &mut self.first {

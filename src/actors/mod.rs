@@ -126,10 +126,12 @@
 
 mod actor;
 mod dead_letters;
+mod delivery;
 mod event;
 mod flags;
 mod handle;
 mod id;
+mod inner;
 mod mailbox;
 mod parse;
 mod pools;
@@ -146,8 +148,9 @@ mod tests_event;
 #[cfg(test)]
 mod tests_id;
 
-pub use actor::{Actor, ActorContext, PassAwayError, ScheduleHandle, StateFn};
+pub use actor::{Actor, ActorContext, PassAwayError, StateFn};
 pub use dead_letters::{DeadLetter, DeadLetterReason};
+pub use delivery::ScheduleHandle;
 pub use event::{
     event_space, event_space_begin, Event, EventSpace, EventType, ES_INTERCONNECT,
     ES_INTERCONNECT_TCP, ES_PRIVATE, ES_SYSTEM, ES_USERSPACE, EV_BOOTSTRAP, EV_GONE,
@@ -157,20 +160,21 @@ pub use event::{
 pub use flags::{ChannelOutOfRange, EventFlags};
 pub use handle::{EventHandle, Handled};
 // The bridge's hooks (`crate::bridge`): its endpoints take deliveries and register ids.
+pub(crate) use delivery::Delivery;
 pub use id::{ActorId, ActorIdError, OrderedActorId};
-pub(crate) use mailbox::Delivery;
+pub(crate) use inner::SystemInner;
+pub use inner::{ActorSystem, RegisterActorError};
 pub use parse::{ActorIdField, ParseActorIdError};
 pub use pools::{PoolConfig, PoolStats};
 pub use routing::Route;
 pub use services::ServiceError;
 pub use setup::{SystemError, SystemSetup};
-pub(crate) use system::SystemInner;
-pub use system::{ActorSystem, RegisterActorError, SystemStats};
+pub use system::SystemStats;
 // The interconnect's hooks (see `RemoteRouter` and `EventHandle::serialized_with`).
 #[cfg(feature = "interconnect")]
 pub(crate) use handle::{serialized_as, Body, DecodeFn, Received};
 #[cfg(feature = "interconnect")]
-pub(crate) use system::RemoteRouter;
+pub(crate) use inner::RemoteRouter;
 pub use system_events::{
     Bootstrap, Gone, Poison, Undelivered, UndeliveredDecodeError, UndeliveredReason,
     UnknownUndeliveredReason, Wakeup,

@@ -4,9 +4,9 @@ use thiserror::Error;
 
 use super::actor::Actor;
 use super::id::ActorId;
+use super::inner::{ActorSystem, RegisterActorError};
 use super::pools::PoolConfig;
 use super::services::ServiceError;
-use super::system::{ActorSystem, RegisterActorError};
 use crate::dispatcher::BuildError;
 use crate::harmonizer::{HarmonizerBuilder, HarmonizerError};
 

@@ -46,9 +46,16 @@
 //! (`agentbox.nonce`, `agentbox.proof`): every field of that message is optional.
 
 use super::error::HandshakeError;
-use super::handshake::{kv, param, proof, verify_proof, NONCE, PROOF};
-use super::wire::{ExBlock, HandshakeReply, InitialPacket};
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+
+use super::wire::{ExBlock, HandshakeReply, InitialPacket, KeyValuePair};
 use crate::actors::ActorId;
+
+/// The handshake param that carries a side's nonce.
+pub(crate) const NONCE: &str = "agentbox.nonce";
+/// The handshake param that carries a side's HMAC proof.
+pub(crate) const PROOF: &str = "agentbox.proof";
 
 /// How long a nonce is, in bytes.
 pub(crate) const NONCE_LEN: usize = 32;
@@ -244,6 +251,47 @@ pub(crate) fn check_resume_confirm(
 ) -> Result<(), HandshakeError> {
     let (_, tag) = parse(payload)?;
     check_resume_tag(secret, false, (ni, nr), hello, answer, tag.as_deref())
+}
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// HMAC-SHA256 of `parts` (each length-prefixed, so that no two inputs collide).
+pub(crate) fn proof(secret: &[u8], parts: &[&[u8]]) -> Vec<u8> {
+    let Ok(mut mac) = HmacSha256::new_from_slice(secret) else {
+        return Vec::new();
+    };
+    for p in parts {
+        mac.update(&(p.len() as u64).to_le_bytes());
+        mac.update(p);
+    }
+    mac.finalize().into_bytes().to_vec()
+}
+
+/// Checks a proof in constant time.
+pub(crate) fn verify_proof(secret: &[u8], parts: &[&[u8]], tag: &[u8]) -> bool {
+    let Ok(mut mac) = HmacSha256::new_from_slice(secret) else {
+        return false;
+    };
+    for p in parts {
+        mac.update(&(p.len() as u64).to_le_bytes());
+        mac.update(p);
+    }
+    mac.verify_slice(tag).is_ok()
+}
+
+/// A param's value by key.
+pub(crate) fn param<'a>(params: &'a [KeyValuePair], key: &str) -> Option<&'a [u8]> {
+    params
+        .iter()
+        .find(|p| p.key.as_deref() == Some(key))
+        .and_then(|p| p.value.as_deref())
+}
+
+pub(crate) fn kv(key: &str, value: Vec<u8>) -> KeyValuePair {
+    KeyValuePair {
+        key: Some(key.to_owned()),
+        value: Some(value),
+    }
 }
 
 #[cfg(test)]

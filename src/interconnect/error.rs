@@ -203,3 +203,10 @@ impl SessionError {
         !matches!(self, SessionError::Io(..) | SessionError::Checksum(_))
     }
 }
+
+/// Why an outgoing handshake failed, and whether the session still is the one it was for
+/// (a stale attempt's failure must not end a session that replaced it).
+pub(crate) struct ConnectFailed {
+    pub(crate) error: HandshakeError,
+    pub(crate) stale: bool,
+}

@@ -56,128 +56,30 @@
 //! decision; a connection that loses is dropped, which the peer sees as a broken
 //! connection and retries.
 
-use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
-
+mod conn;
+mod hello;
 mod takeover;
 
+use conn::{install_accepted, plain, refuse, secure, under_tls, Conn};
 use takeover::{accept_resume, accept_verified, claim_new};
 
 use super::admission::INITIAL_PACKET_DEADLINE;
 use super::challenge;
 use super::encryption;
-use super::error::HandshakeError;
-use super::node::NodeShared;
+use super::error::{ConnectFailed, HandshakeError};
 use super::session::{Fallout, NewPeer, PeerProgram, Session};
+use super::shared::NodeShared;
 use super::stats::Refusal;
 use super::stream::IcStream;
-use super::wire::{
-    ClusterUuids, ExBlock, HandshakeReply, HandshakeRequest, HandshakeSuccess, InitialPacket,
-    KeyValuePair, PacketChecksum, PROTOCOL_VERSION,
-};
+use super::wire::{ExBlock, HandshakeReply, HandshakeRequest, InitialPacket, PROTOCOL_VERSION};
 use crate::actors::ActorId;
-
-/// The handshake param that carries a side's nonce.
-pub(crate) const NONCE: &str = "agentbox.nonce";
-/// The handshake param that carries a side's HMAC proof.
-pub(crate) const PROOF: &str = "agentbox.proof";
 
 /// How long the handshake thread may take to read what the listener saw (`accept`).
 const READ_WHAT_CAME: Duration = Duration::from_millis(200);
-
-/// A connection with a deadline on every read and write.
-struct Conn {
-    stream: TcpStream,
-    deadline: Instant,
-}
-
-impl Conn {
-    fn remaining(&self) -> Result<Duration, HandshakeError> {
-        remaining(self.deadline)
-    }
-
-    fn send(&mut self, bytes: &[u8]) -> Result<(), HandshakeError> {
-        let left = self.remaining()?;
-        self.stream
-            .set_write_timeout(Some(left))
-            .map_err(|e| HandshakeError::io(&e))?;
-        self.stream
-            .write_all(bytes)
-            .map_err(|e| HandshakeError::io(&e))
-    }
-
-    fn read_exact(&mut self, n: usize) -> Result<Vec<u8>, HandshakeError> {
-        let mut buf = vec![0u8; n];
-        let deadline = self.deadline;
-        let stream = &self.stream;
-        read_full(&mut &self.stream, &mut buf, || {
-            let left = remaining(deadline)?;
-            stream
-                .set_read_timeout(Some(left))
-                .map_err(|e| HandshakeError::io(&e))
-        })?;
-        Ok(buf)
-    }
-
-    fn read_initial(&mut self) -> Result<InitialPacket, HandshakeError> {
-        let bytes = self.read_exact(InitialPacket::LEN)?;
-        Ok(InitialPacket::decode(&bytes)?.0)
-    }
-
-    fn read_exblock(&mut self) -> Result<Vec<u8>, HandshakeError> {
-        let head = self.read_exact(8)?;
-        let size = u32::from_le_bytes([head[4], head[5], head[6], head[7]]) as usize;
-        if size > ExBlock::MAX_SIZE {
-            return Err(HandshakeError::Wire(super::wire::WireError::TooLarge {
-                size,
-                max: ExBlock::MAX_SIZE,
-            }));
-        }
-        let mut bytes = head;
-        bytes.extend(self.read_exact(size)?);
-        Ok(ExBlock::decode(&bytes)?.0.payload)
-    }
-}
-
-/// The time left until `deadline`, or `Timeout`.
-fn remaining(deadline: Instant) -> Result<Duration, HandshakeError> {
-    let left = deadline.saturating_duration_since(Instant::now());
-    if left.is_zero() {
-        Err(HandshakeError::Timeout)
-    } else {
-        Ok(left)
-    }
-}
-
-/// Fills `buf` from `r`, calling `before` ahead of every read (the deadline's timeout). A
-/// read interrupted by a signal (`EINTR`) is retried: it is no failure of the peer.
-fn read_full(
-    r: &mut impl Read,
-    buf: &mut [u8],
-    mut before: impl FnMut() -> Result<(), HandshakeError>,
-) -> Result<(), HandshakeError> {
-    let mut at = 0;
-    while at < buf.len() {
-        before()?;
-        match r.read(&mut buf[at..]) {
-            Ok(0) => {
-                return Err(HandshakeError::Io(
-                    std::io::ErrorKind::UnexpectedEof,
-                    "closed during the handshake".into(),
-                ))
-            }
-            Ok(k) => at += k,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(HandshakeError::io(&e)),
-        }
-    }
-    Ok(())
-}
 
 fn resolve(address: &str, port: u16) -> Result<SocketAddr, HandshakeError> {
     (address, port)
@@ -193,13 +95,6 @@ fn resolve(address: &str, port: u16) -> Result<SocketAddr, HandshakeError> {
 }
 
 /// The connecting side (see the module docs). On success the connection is installed.
-/// Why an outgoing handshake failed, and whether the session still is the one it was for
-/// (a stale attempt's failure must not end a session that replaced it).
-pub(crate) struct ConnectFailed {
-    pub(crate) error: HandshakeError,
-    pub(crate) stale: bool,
-}
-
 pub(crate) fn connect(node: &Arc<NodeShared>, s: &Arc<Session>) -> Result<Fallout, ConnectFailed> {
     let fresh = |error| ConnectFailed {
         error,
@@ -339,7 +234,7 @@ fn finish(
     if st.connecting != Some(token) || st.self_id != self_id {
         drop(st);
         // The peer installed its side once it sent its answer (see `close_if_stopping`).
-        super::node::close_if_stopping(node, stream);
+        super::shared::close_if_stopping(node, stream);
         return Err(HandshakeError::Simultaneous);
     }
     if let Some(peer) = new_peer {
@@ -368,7 +263,7 @@ pub(crate) fn accept(node: &Arc<NodeShared>, stream: TcpStream, accepted: Instan
     let mut claimed = 0;
     if let Err(reason) = accept_on(node, &mut c, deadline, &mut claimed) {
         // The peer may have installed its side (see `close_if_stopping`).
-        super::node::close_if_stopping(node, IcStream::Plain(c.stream));
+        super::shared::close_if_stopping(node, IcStream::Plain(c.stream));
         let quiet = matches!(
             reason,
             HandshakeError::Simultaneous
@@ -483,169 +378,6 @@ fn admitted(
             Err(HandshakeError::BadSecret)
         }
     }
-}
-
-/// A second handle on the handshake's socket, for the session.
-fn plain(c: &Conn) -> Result<IcStream, HandshakeError> {
-    c.stream
-        .try_clone()
-        .map(IcStream::Plain)
-        .map_err(|e| HandshakeError::io(&e))
-}
-
-/// The session's stream on `sock`: TLS with `peer` if `encrypted` (the lower node id is
-/// the TLS server), else the socket itself.
-fn secure(
-    node: &NodeShared,
-    peer: u32,
-    sock: TcpStream,
-    encrypted: bool,
-    deadline: Instant,
-) -> Result<IcStream, HandshakeError> {
-    if !encrypted {
-        return Ok(IcStream::Plain(sock));
-    }
-    #[cfg(feature = "tls")]
-    if let Some(t) = &node.tls {
-        let host = node.names.get(peer).map_or("", |a| a.host.as_str());
-        let server = node.node_id < peer;
-        let tls = super::tls::establish(&t.context, server, host, sock, deadline)?;
-        return Ok(IcStream::Tls(Box::new(tls)));
-    }
-    let _ = (node, peer, sock, deadline);
-    Err(HandshakeError::Tls("this node has no TLS setup".into()))
-}
-
-/// Step 5 of the accepting side: the reply went out (`stream` is the connection, or why
-/// the handshake failed on its last steps); the connection is installed if the handshake
-/// `(token, self_id)` still owns the session (with the peer's session id for a new
-/// session, and the peer's confirm `peer_next`).
-fn install_accepted(
-    node: &Arc<NodeShared>,
-    s: &Arc<Session>,
-    stream: Result<IcStream, HandshakeError>,
-    (token, self_id): (u64, ActorId),
-    peer_session: Option<NewPeer>,
-    peer_next: u64,
-) -> Result<(), HandshakeError> {
-    let mut st = s.state.lock();
-    if st.accepting != Some(token) || st.self_id != self_id {
-        return Err(HandshakeError::Simultaneous);
-    }
-    let stream = match stream {
-        Ok(stream) => stream,
-        Err(e) => {
-            st.accepting = None;
-            return Err(e);
-        }
-    };
-    if let Some(peer) = peer_session {
-        st.adopt(peer);
-    }
-    under_tls(&mut st, &stream);
-    let fallout = s.install(node, &mut st, stream, peer_next);
-    drop(st);
-    fallout.deliver(node, s.peer);
-    Ok(())
-}
-
-/// A session's packets on a TLS connection carry 0 in their checksum field and are not
-/// checked (YDB's rule: TLS guards the bytes), whatever checksum the handshake chose.
-fn under_tls(st: &mut super::session::State, stream: &IcStream) {
-    if stream.is_tls() {
-        st.checksum = PacketChecksum::Tls;
-    }
-}
-
-/// Sends a refusal with its reason (`ErrorExplaination`); best effort.
-fn refuse(c: &mut Conn, reason: &HandshakeError) {
-    let reply = HandshakeReply {
-        error_explanation: Some(reason.to_string()),
-        ..Default::default()
-    };
-    let _ = c.send(&ExBlock::new(reply.encode()).encode());
-}
-
-type HmacSha256 = Hmac<Sha256>;
-
-/// HMAC-SHA256 of `parts` (each length-prefixed, so that no two inputs collide).
-pub(crate) fn proof(secret: &[u8], parts: &[&[u8]]) -> Vec<u8> {
-    let Ok(mut mac) = HmacSha256::new_from_slice(secret) else {
-        return Vec::new();
-    };
-    for p in parts {
-        mac.update(&(p.len() as u64).to_le_bytes());
-        mac.update(p);
-    }
-    mac.finalize().into_bytes().to_vec()
-}
-
-/// Checks a proof in constant time.
-pub(crate) fn verify_proof(secret: &[u8], parts: &[&[u8]], tag: &[u8]) -> bool {
-    let Ok(mut mac) = HmacSha256::new_from_slice(secret) else {
-        return false;
-    };
-    for p in parts {
-        mac.update(&(p.len() as u64).to_le_bytes());
-        mac.update(p);
-    }
-    mac.verify_slice(tag).is_ok()
-}
-
-/// A param's value by key.
-pub(crate) fn param<'a>(params: &'a [KeyValuePair], key: &str) -> Option<&'a [u8]> {
-    params
-        .iter()
-        .find(|p| p.key.as_deref() == Some(key))
-        .and_then(|p| p.value.as_deref())
-}
-
-pub(crate) fn kv(key: &str, value: Vec<u8>) -> KeyValuePair {
-    KeyValuePair {
-        key: Some(key.to_owned()),
-        value: Some(value),
-    }
-}
-
-/// YDB's cluster-id rule (`ValidateClusterUUID`): with an empty accept list anyone is
-/// accepted; otherwise our id must be in the peer's accept list or the peer's id in ours.
-/// A message without `ClusterUUIDs` is checked by `legacy` (a request's `UUID`), or passes
-/// (a reply: `legacy` is `None`).
-pub(crate) fn cluster_accepts(
-    own: Option<&str>,
-    accept: &[String],
-    peer: Option<&ClusterUuids>,
-    legacy: Option<Option<&str>>,
-) -> bool {
-    if accept.is_empty() {
-        return true;
-    }
-    match peer {
-        Some(p) => {
-            let own = own.unwrap_or("");
-            p.accept_uuid.iter().any(|u| u == own)
-                || accept
-                    .iter()
-                    .any(|u| u == p.cluster_uuid.as_deref().unwrap_or(""))
-        }
-        None => match legacy {
-            Some(uuid) => accept.iter().any(|u| u == uuid.unwrap_or("")),
-            None => true,
-        },
-    }
-}
-
-/// Checks that a success is one we can work with (YDB's requester checks).
-pub(crate) fn check_success_flags(success: &HandshakeSuccess) -> Result<(), HandshakeError> {
-    if success.use_modern_frame != Some(true) || success.use_extended_trace_fmt != Some(true) {
-        return Err(HandshakeError::Incompatible(
-            "the peer does not use the modern frame and extended trace format".into(),
-        ));
-    }
-    if success.use_external_data_channel == Some(true) {
-        return Err(HandshakeError::Incompatible("the peer uses XDC".into()));
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -44,6 +44,7 @@
 //! A whole two-node exchange is on [`Interconnect`].
 
 mod admission;
+mod base;
 mod challenge;
 mod codec;
 mod encryption;
@@ -51,6 +52,7 @@ mod error;
 mod events;
 mod handshake;
 mod linked;
+mod listener;
 mod names;
 mod node;
 /// How a session works, step by step: threads, sending, receiving, handshake, resume and
@@ -59,6 +61,7 @@ mod node;
 pub mod protocol {}
 mod session;
 mod setup;
+mod shared;
 mod stats;
 mod stream;
 #[cfg(feature = "tls")]

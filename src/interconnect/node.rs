@@ -11,169 +11,25 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use parking_lot::Mutex;
 
 use super::admission::Admission;
-use super::challenge::NONCE_LEN;
-use super::codec::Codecs;
-use super::encryption::{self, EncryptionMode};
-use super::error::{HandshakeError, InterconnectError};
+use super::base::NodeBase;
+use super::error::{ConnectFailed, InterconnectError};
 use super::events::{Subscribe, Unsubscribe};
-use super::handshake::{self, cluster_accepts, param, proof, verify_proof, NONCE, PROOF};
-use super::names::NameService;
-use super::session::{outbox_meta, Session};
-use super::setup::{Config, InterconnectSetup};
+use super::handshake;
+use super::session::{outbox_meta, Fallout, Host, Session};
+use super::setup::InterconnectSetup;
+use super::shared::{close_after_linger, NodeShared};
 use super::stats::{Refusal, SessionStats};
-use super::stream::IcStream;
-use super::wire::{
-    ClusterUuids, HandshakeRequest, HandshakeSuccess, SuccessRdma, HANDSHAKE_PROTOCOL,
-};
 use crate::actors::{
-    Actor, ActorContext, ActorId, ActorSystem, DeadLetterReason, EventHandle, EventType, Handled,
+    Actor, ActorContext, ActorId, ActorSystem, DeadLetterReason, EventHandle, Handled,
     RemoteRouter, EV_POISON, EV_SUBSCRIBE, EV_UNSUBSCRIBE,
 };
 use crate::environment::{StopGuard, WeakEnv};
 use crate::stats::{Quantity, StatsSource};
 
 mod face;
-mod hello;
 pub use face::Interconnect;
 
-/// How many refusals [`Interconnect::refusals`] keeps.
-const REFUSALS_KEPT: usize = 64;
-
-/// How many event types without a codec a node logs (the first event of each); events of
-/// later types are only counted (`SessionStats::events_without_codec`), so that a peer
-/// sending ever new types cannot grow the set, or the log, for the life of the process.
-pub(crate) const MISSING_CODECS_LOGGED: usize = 256;
-
-/// What every thread of a node shares.
-pub(crate) struct NodeShared {
-    pub(crate) node_id: u32,
-    pub(crate) system: ActorSystem,
-    pub(crate) names: NameService,
-    pub(crate) codecs: Codecs,
-    pub(crate) cfg: Config,
-    cluster_uuid: Option<String>,
-    accept_uuids: Vec<String>,
-    secret: Option<Vec<u8>>,
-    #[cfg(feature = "tls")]
-    pub(crate) tls: Option<super::TlsSetup>,
-    sessions: BTreeMap<u32, Arc<Session>>,
-    local_addr: SocketAddr,
-    epoch: Instant,
-    pid: u64,
-    start_time: u64,
-    stopping: AtomicBool,
-    next_session: AtomicU64,
-    /// Which incoming connections may run a handshake now (`admission.rs`).
-    pub(crate) admission: Arc<Admission>,
-    refusals: Mutex<VecDeque<Refusal>>,
-    /// The sessions' figures for the environment's stats controller (held weakly there).
-    stats_source: Arc<dyn StatsSource>,
-    /// The event types received without a codec and logged once already (at most
-    /// [`MISSING_CODECS_LOGGED`]).
-    missing_codecs: Mutex<ahash::AHashSet<EventType>>,
-}
-
 impl NodeShared {
-    /// An event of `event_type` arrived and this node has no codec for it: whether it is
-    /// the first of its type (then the caller reports it with
-    /// [`log_missing_codec`](Self::log_missing_codec), outside its locks; the count is the
-    /// session's). Only the first [`MISSING_CODECS_LOGGED`] types are kept and logged, the
-    /// last of them with a note that no more will be.
-    #[cold]
-    #[inline(never)]
-    pub(crate) fn first_missing_codec(&self, event_type: EventType) -> bool {
-        let mut seen = self.missing_codecs.lock();
-        if seen.len() >= MISSING_CODECS_LOGGED {
-            return false;
-        }
-        seen.insert(event_type)
-    }
-
-    /// Logs an event type with no codec, through the environment's error logger (user
-    /// code: called with no session lock held).
-    pub(crate) fn log_missing_codec(&self, event_type: EventType, sender: ActorId) {
-        let last = self.missing_codecs.lock().len() >= MISSING_CODECS_LOGGED;
-        let more = if last {
-            " (this is the last type logged: events of types not seen yet are only counted)"
-        } else {
-            ""
-        };
-        self.system.environment().log_error(&format!(
-            "interconnect node {}: an event of type {event_type:#x} ({event_type}) from {sender} \
-             has no codec registered on this node: its handler gets the bytes, and \
-             `EventHandle::is`/`get` see no event of the type (register it with \
-             `InterconnectSetup::event`, or with `agentbox::register_remote_event!` and \
-             `InterconnectSetup::linked_events`); further events of this type are only counted \
-             (`SessionStats::events_without_codec`){more}",
-            self.node_id
-        ));
-    }
-
-    pub(crate) fn is_stopping(&self) -> bool {
-        self.stopping.load(Ordering::Acquire)
-    }
-
-    /// When this node runs TLS (DISABLED without a TLS setup).
-    pub(crate) fn encryption_mode(&self) -> EncryptionMode {
-        #[cfg(feature = "tls")]
-        if let Some(t) = &self.tls {
-            return t.mode;
-        }
-        EncryptionMode::Disabled
-    }
-
-    /// The cluster's shared secret, if it has one (the handshake then runs the challenge
-    /// of `challenge.rs`).
-    pub(crate) fn secret(&self) -> Option<&[u8]> {
-        self.secret.as_deref()
-    }
-
-    /// Nanoseconds since the node started (ping stamps, silence).
-    pub(crate) fn now_nanos(&self) -> u64 {
-        self.epoch.elapsed().as_nanos() as u64
-    }
-
-    pub(crate) fn random_bytes(&self) -> [u8; 32] {
-        let mut b = [0u8; 32];
-        if getrandom::fill(&mut b).is_err() {
-            // No OS randomness: a time-derived value (proofs then rest on the secret alone).
-            let t = SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos());
-            b[..16].copy_from_slice(&t.to_le_bytes());
-        }
-        b
-    }
-
-    pub(crate) fn random_u64(&self) -> u64 {
-        let b = self.random_bytes();
-        u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])
-    }
-
-    /// A fresh session virtual id: own node, pool 0, the next local id, hint 0. Local ids
-    /// increase within a process (YDB's peer refuses a handshake `Serial` lower than the
-    /// last one it saw from the same process); they start at the start time's seconds
-    /// `<< 32` plus 31 random bits, so that a restarted node's ids differ from its last.
-    pub(crate) fn new_session_id(&self) -> ActorId {
-        ActorId::new(
-            self.node_id,
-            self.next_session.fetch_add(1, Ordering::Relaxed),
-            0,
-        )
-    }
-
-    pub(crate) fn session(&self, peer: u32) -> Option<Arc<Session>> {
-        self.sessions.get(&peer).cloned()
-    }
-
-    pub(crate) fn refused(&self, r: Refusal) {
-        let mut q = self.refusals.lock();
-        if q.len() == REFUSALS_KEPT {
-            q.pop_front();
-        }
-        q.push_back(r);
-    }
-
     /// Takes an event for `peer` (the remote router's path): encodes it here, on the
     /// sender's thread, and queues it.
     fn send(self: &Arc<Self>, h: EventHandle, peer: u32) -> Result<(), EventHandle> {
@@ -231,6 +87,16 @@ impl NodeShared {
     }
 }
 
+impl Host for NodeShared {
+    fn session(&self, peer: u32) -> Option<Arc<Session>> {
+        self.sessions.get(&peer).cloned()
+    }
+
+    fn connect(node: &Arc<Self>, s: &Arc<Session>) -> Result<Fallout, ConnectFailed> {
+        handshake::connect(node, s)
+    }
+}
+
 thread_local! {
     /// The encoding buffer of the sending thread, reused event after event.
     static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
@@ -253,12 +119,6 @@ fn with_scratch<R>(f: impl FnOnce(&mut Vec<u8>) -> R) -> R {
         }
         Err(_) => f(&mut Vec::new()),
     })
-}
-
-fn peer_cluster(c: Option<&ClusterUuids>, legacy: Option<&str>) -> String {
-    c.and_then(|c| c.cluster_uuid.clone())
-        .or_else(|| legacy.map(str::to_owned))
-        .unwrap_or_default()
 }
 
 /// The sessions' figures, under `ic/node<N>/peer<P>` (see the `stats` module docs).
@@ -448,55 +308,7 @@ fn shutdown(node: &Arc<NodeShared>) {
     let _ = TcpStream::connect_timeout(&node.local_addr, Duration::from_millis(200));
 }
 
-/// Closes a connection that a handshake holds when the node stops (it lost its session
-/// to the stop, or failed because of it) as the sessions' connections are closed: an end
-/// of stream now, the socket kept open for reading for the close linger. The peer may have
-/// installed its side already (it did once it read our answer) and sent on it: dropped at
-/// once, with those bytes unread, the socket was reset, which the peer takes for a lost
-/// connection and resumes for its whole lost-connection timeout, where an end of stream
-/// with nothing of its pending ends its session at once. A handshake that fails while the
-/// node runs drops its connection as before.
-pub(crate) fn close_if_stopping(node: &NodeShared, stream: IcStream) {
-    if !node.is_stopping() {
-        return;
-    }
-    let _ = stream.shutdown(std::net::Shutdown::Write);
-    close_after_linger(vec![Arc::new(stream)], node.cfg.close_linger);
-}
-
-/// Shuts the reading half of `streams` (their sending half is shut: `Session::terminate`
-/// with `Stopping`) after `linger` (`InterconnectSetup::close_linger`), on a thread of its own: meanwhile what the
-/// peer sends is accepted (and dropped by our ended reader), so our close is not a reset
-/// that the peer could see before our end of stream. The shutdown wakes a reader still
-/// waiting, which lets the socket go; a peer that closes first ends it sooner.
-fn close_after_linger(streams: Vec<Arc<IcStream>>, linger: Duration) {
-    if streams.is_empty() {
-        return;
-    }
-    let shut = |streams: Vec<Arc<IcStream>>| {
-        for s in streams {
-            let _ = s.shutdown(std::net::Shutdown::Read);
-        }
-    };
-    let (tx, rx) = std::sync::mpsc::channel::<Vec<Arc<IcStream>>>();
-    let spawned = std::thread::Builder::new()
-        .name("ic-close".into())
-        .spawn(move || {
-            if let Ok(streams) = rx.recv() {
-                std::thread::sleep(linger);
-                shut(streams);
-            }
-        });
-    match spawned {
-        Ok(_) => {
-            let _ = tx.send(streams);
-        }
-        // No thread: closed at once, as before.
-        Err(_) => shut(streams),
-    }
-}
-
 /// The listener: a thread per admitted connection runs its handshake (`admission.rs`).
 fn listen(node: &Arc<NodeShared>, listener: TcpListener) {
-    super::admission::listen(node, listener);
+    super::listener::listen(node, listener);
 }

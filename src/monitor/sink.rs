@@ -4,8 +4,8 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use parking_lot::Mutex;
+use serde::Serialize;
 
-use super::view::DeadLetterView;
 use crate::actors::DeadLetter;
 use crate::mbox::{DeliveryMode, MessageSink};
 use crate::message::{Message, RedirectionDepth};
@@ -13,6 +13,16 @@ use crate::MboxId;
 
 /// How many dead letters the page keeps per system.
 pub(crate) const RECENT: usize = 10;
+
+/// One dead letter as the page shows it (`recent_dead_letters` of `GET /api/systems`).
+#[derive(Serialize)]
+pub(crate) struct DeadLetterView {
+    pub(crate) recipient: String,
+    pub(crate) sender: String,
+    pub(crate) event_type: u32,
+    pub(crate) cookie: u64,
+    pub(crate) reason: String,
+}
 
 #[derive(Default)]
 struct Log {

@@ -9,7 +9,7 @@ use crate::actors::ActorSystem;
 use crate::environment::{AgentStatus, CoopInfo, CoopStatus, Introspection, SinkInfo};
 
 use super::elastic_view::{ElasticView, HarmonizerView};
-use super::sink::DeadLetterLog;
+use super::sink::{DeadLetterLog, DeadLetterView};
 use crate::harmonizer::HarmonizerStats;
 
 /// `GET /api/environment`.
@@ -457,15 +457,6 @@ struct PoolView {
 struct ServiceView {
     service: String,
     actor: String,
-}
-
-#[derive(Serialize)]
-pub(crate) struct DeadLetterView {
-    pub(crate) recipient: String,
-    pub(crate) sender: String,
-    pub(crate) event_type: u32,
-    pub(crate) cookie: u64,
-    pub(crate) reason: String,
 }
 
 impl SystemView {

@@ -10,7 +10,7 @@ use std::time::Duration;
 use ahash::AHashMap;
 use parking_lot::{Mutex, RwLock};
 
-use super::filter::Shipped;
+use super::filter::{ClusterKey, Shipped};
 use super::wire::{ClusterInterest, KeyPredicate, TypeInterest};
 use crate::actors::{DecodeFn, Event, EventFlags, EventHandle, EventType, SystemInner};
 use crate::environment::WeakEnv;
@@ -56,10 +56,10 @@ pub(crate) fn convert_of<E: Event + Sync>(mut h: EventHandle) -> Result<Message,
     }
 }
 
-pub(crate) fn key_of<E: Event + Sync + super::ClusterKey>(m: &Message) -> Option<u64> {
+pub(crate) fn key_of<E: Event + Sync + ClusterKey>(m: &Message) -> Option<u64> {
     m.reveal(crate::message::Access::Inspection)?
         .downcast_ref::<E>()
-        .map(super::ClusterKey::cluster_key)
+        .map(ClusterKey::cluster_key)
 }
 
 /// One named message type.

@@ -10,11 +10,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{challenge, install_accepted, plain, secure, Conn};
+use super::conn::{install_accepted, plain, secure, Conn};
 use crate::actors::ActorId;
+use crate::interconnect::challenge;
 use crate::interconnect::error::{HandshakeError, SessionError};
-use crate::interconnect::node::NodeShared;
 use crate::interconnect::session::{Fallout, NewPeer, PeerProgram, Session, State};
+use crate::interconnect::shared::NodeShared;
 use crate::interconnect::wire::{
     ExBlock, HandshakeReply, HandshakeRequest, InitialPacket, PROTOCOL_VERSION,
 };

@@ -7,12 +7,13 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::challenge;
+use super::conn::{read_full, Conn};
 use super::takeover::{accept_resume, accept_verified};
-use super::{challenge, read_full, Conn};
 use crate::actors::{ActorId, ActorSystem, SystemSetup};
 use crate::interconnect::error::HandshakeError;
-use crate::interconnect::node::NodeShared;
 use crate::interconnect::session::{Conn as Link, PeerProgram, Session};
+use crate::interconnect::shared::NodeShared;
 use crate::interconnect::wire::{ExBlock, HandshakeRequest, InitialPacket};
 use crate::interconnect::{Interconnect, InterconnectSetup, NameService, NodeAddress};
 use crate::WrappedEnv;

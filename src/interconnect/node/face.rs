@@ -164,11 +164,17 @@ impl Interconnect {
             .map_or(0, |d| d.as_micros() as u64);
         let node = Arc::new_cyclic(|me: &Weak<NodeShared>| {
             let mut n = NodeShared {
-                node_id,
-                system: system.clone(),
+                base: NodeBase {
+                    node_id,
+                    system: system.clone(),
+                    codecs: setup.codecs.clone(),
+                    cfg: setup.cfg.clone(),
+                    epoch: Instant::now(),
+                    stopping: AtomicBool::new(false),
+                    next_session: AtomicU64::new(0),
+                    missing_codecs: Mutex::new(ahash::AHashSet::new()),
+                },
                 names: setup.names.clone(),
-                codecs: setup.codecs.clone(),
-                cfg: setup.cfg.clone(),
                 cluster_uuid: setup.cluster_uuid.clone(),
                 accept_uuids: setup.accept_uuids.clone(),
                 secret: setup.secret.clone(),
@@ -176,18 +182,14 @@ impl Interconnect {
                 tls: setup.tls.clone(),
                 sessions: BTreeMap::new(),
                 local_addr,
-                epoch: Instant::now(),
                 pid: u64::from(std::process::id()),
                 start_time,
-                stopping: AtomicBool::new(false),
-                next_session: AtomicU64::new(0),
                 admission: Arc::new(Admission::new(&setup.names)),
                 refusals: Mutex::new(VecDeque::new()),
                 stats_source: Arc::new(IcStatsSource(me.clone())),
-                missing_codecs: Mutex::new(ahash::AHashSet::new()),
             };
             let first = ((start_time / 1_000_000) << 32) | (n.random_u64() & 0x7FFF_FFFF);
-            n.next_session = AtomicU64::new(first.max(1));
+            n.base.next_session = AtomicU64::new(first.max(1));
             let peers: Vec<u32> = setup.names.node_ids().filter(|&p| p != node_id).collect();
             for p in peers {
                 let id = n.new_session_id();

@@ -27,9 +27,9 @@ use std::time::Instant;
 
 use super::driver::add_pings;
 use super::outbox::write_packet;
-use super::{Conn, SentPacket, Session, State};
+use super::{Conn, Host, SentPacket, Session, State};
+use crate::interconnect::base::NodeBase;
 use crate::interconnect::error::SessionError;
-use crate::interconnect::node::NodeShared;
 use crate::interconnect::stream::IcStream;
 use crate::interconnect::wire::Packet;
 
@@ -58,11 +58,7 @@ impl Session {
     /// Under the state lock, right after an event was queued: cuts the packet and takes
     /// the writer's turn if the rules above allow it; `None` leaves the event to the
     /// driver.
-    pub(crate) fn take_direct_write(
-        &self,
-        node: &NodeShared,
-        st: &mut State,
-    ) -> Option<DirectWrite> {
+    pub(crate) fn take_direct_write(&self, node: &NodeBase, st: &mut State) -> Option<DirectWrite> {
         let Conn::Connected { gen, stream } = &st.conn else {
             return None;
         };
@@ -115,7 +111,7 @@ impl Session {
 
     /// Writes a packet cut by [`take_direct_write`](Self::take_direct_write), outside the
     /// lock, then gives the writer's turn back (waking the driver if something waits).
-    pub(crate) fn direct_write(self: &Arc<Self>, node: &Arc<NodeShared>, w: DirectWrite) {
+    pub(crate) fn direct_write<N: Host>(self: &Arc<Self>, node: &Arc<N>, w: DirectWrite) {
         let DirectWrite { gen, stream, bytes } = w;
         let result = (&*stream).write_all(&bytes);
         let fallout = {

@@ -15,10 +15,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::outbox::write_packet;
-use super::{Conn, Fallout, SentPacket, Session, State};
+use super::{Conn, Fallout, Host, SentPacket, Session, State};
+use crate::interconnect::base::NodeBase;
 use crate::interconnect::error::{HandshakeError, SessionError};
-use crate::interconnect::handshake;
-use crate::interconnect::node::NodeShared;
 use crate::interconnect::stream::IcStream;
 use crate::interconnect::wire::Packet;
 
@@ -32,7 +31,7 @@ const PING_PERIODICITY: Duration = Duration::from_secs(1);
 /// deadline or a wake-up.
 const MAX_SLEEP: Duration = Duration::from_secs(30);
 
-pub(crate) fn spawn_driver(node: Arc<NodeShared>, s: Arc<Session>) {
+pub(crate) fn spawn_driver<N: Host>(node: Arc<N>, s: Arc<Session>) {
     let name = format!("ic{}->{}", node.node_id, s.peer);
     let spawned = std::thread::Builder::new()
         .name(name)
@@ -49,7 +48,7 @@ enum Step {
     Stop,
 }
 
-fn run(node: &Arc<NodeShared>, s: &Arc<Session>) {
+fn run<N: Host>(node: &Arc<N>, s: &Arc<Session>) {
     let mut backoff = MIN_BACKOFF;
     let mut next_attempt = Instant::now();
     loop {
@@ -93,7 +92,7 @@ fn run(node: &Arc<NodeShared>, s: &Arc<Session>) {
                 backoff = MIN_BACKOFF;
                 write_loop(node, s, gen, &stream);
             }
-            Step::Connect => match handshake::connect(node, s) {
+            Step::Connect => match N::connect(node, s) {
                 Ok(fallout) => {
                     backoff = MIN_BACKOFF;
                     fallout.deliver(node, s.peer);
@@ -135,7 +134,7 @@ fn run(node: &Arc<NodeShared>, s: &Arc<Session>) {
 }
 
 /// Writes to connection `gen` until it is lost or replaced.
-fn write_loop(node: &Arc<NodeShared>, s: &Arc<Session>, gen: u64, stream: &IcStream) {
+fn write_loop<N: Host>(node: &Arc<N>, s: &Arc<Session>, gen: u64, stream: &IcStream) {
     let cfg = &node.cfg;
     let mut batch = Vec::with_capacity(BATCH + Packet::HEADER_LEN + Packet::MAX_PAYLOAD);
     let mut resend = true;
@@ -272,7 +271,7 @@ fn write_loop(node: &Arc<NodeShared>, s: &Arc<Session>, gen: u64, stream: &IcStr
 /// traffic at most once a `PING_PERIODICITY`, idle once a ping period); the writer of the
 /// moment calls it (the driver, or a sender writing its own packet, see `direct`).
 pub(super) fn add_pings(
-    node: &NodeShared,
+    node: &NodeBase,
     st: &mut State,
     batch: &mut Vec<u8>,
     confirm: u64,
@@ -299,7 +298,7 @@ pub(super) fn add_pings(
 
 /// Whether the peer is dead: silent for the dead-peer timeout (YDB's rule), or keeping
 /// data packets unconfirmed that long while it may still send (pings, say).
-fn dead_peer(node: &NodeShared, s: &Session, st: &State, now: Instant) -> Option<SessionError> {
+fn dead_peer(node: &NodeBase, s: &Session, st: &State, now: Instant) -> Option<SessionError> {
     let timeout = node.cfg.dead_peer_timeout;
     let silent = node
         .now_nanos()
@@ -314,7 +313,7 @@ fn dead_peer(node: &NodeShared, s: &Session, st: &State, now: Instant) -> Option
 }
 
 /// How long until [`dead_peer`] may say yes (a little after its deadlines).
-fn dead_peer_wait(node: &NodeShared, s: &Session, st: &State, now: Instant) -> Duration {
+fn dead_peer_wait(node: &NodeBase, s: &Session, st: &State, now: Instant) -> Duration {
     let timeout = node.cfg.dead_peer_timeout;
     let silent = Duration::from_nanos(
         node.now_nanos()

@@ -21,10 +21,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Input, Session};
+use super::{Host, Input, Session};
 use crate::actors::{ActorId, Body, DecodeFn, EventFlags, EventHandle, EventType};
+use crate::interconnect::base::NodeBase;
 use crate::interconnect::error::SessionError;
-use crate::interconnect::node::NodeShared;
 use crate::interconnect::stream::IcStream;
 use crate::interconnect::wire::{
     parts, EventDescriptor, Packet, PacketChecksum, PacketKind, WireError,
@@ -34,8 +34,8 @@ const READ_CHUNK: usize = 256 << 10;
 
 /// Starts the reader of connection `gen`, whose packets carry checksums of `mode` (checked
 /// only without TLS).
-pub(crate) fn spawn_reader(
-    node: Arc<NodeShared>,
+pub(crate) fn spawn_reader<N: Host>(
+    node: Arc<N>,
     s: Arc<Session>,
     (gen, mode): (u64, PacketChecksum),
     stream: Arc<IcStream>,
@@ -82,8 +82,8 @@ struct Effects {
     handles: Vec<EventHandle>,
 }
 
-fn run(
-    node: &Arc<NodeShared>,
+fn run<N: Host>(
+    node: &Arc<N>,
     s: &Arc<Session>,
     (gen, mode): (u64, PacketChecksum),
     stream: Arc<IcStream>,
@@ -231,7 +231,7 @@ fn run(
 /// Processes the whole packets at the start of `bytes`; returns how many bytes they took,
 /// or the error that stops the connection (with the bytes taken before it).
 fn process(
-    node: &NodeShared,
+    node: &NodeBase,
     input: &mut Input,
     bytes: &mut [u8],
     (check, prev_data): (Option<PacketChecksum>, &mut Option<u64>),
@@ -312,7 +312,7 @@ fn process(
 /// An event whose body is one inline part right before its descriptor (the usual small
 /// event) skips the channel's assembly buffer: its body is copied once, from the packet.
 fn deliver_parts(
-    node: &NodeShared,
+    node: &NodeBase,
     input: &mut Input,
     payload: &[u8],
     fx: &mut Effects,

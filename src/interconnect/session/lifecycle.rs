@@ -23,8 +23,8 @@ use std::sync::atomic::Ordering;
 
 use super::{Conn, Fallout, Session, State};
 use crate::actors::ActorId;
+use crate::interconnect::base::NodeBase;
 use crate::interconnect::error::{HandshakeError, SessionError};
-use crate::interconnect::node::NodeShared;
 use crate::interconnect::wire::{HandshakeRequest, HandshakeSuccess, PacketChecksum};
 
 /// The peer's program as its handshake names it, with the handshake's serial.
@@ -137,22 +137,17 @@ impl State {
 
 impl Session {
     /// Ends the session (step 1 of the module docs).
-    pub(crate) fn terminate(
-        &self,
-        node: &NodeShared,
-        st: &mut State,
-        err: SessionError,
-    ) -> Fallout {
+    pub(crate) fn terminate(&self, node: &NodeBase, st: &mut State, err: SessionError) -> Fallout {
         self.end(node, st, err, false)
     }
 
     /// Ends the session of a peer that restarted and keeps its queued events for the next
     /// one, which starts at once (step 2 of the module docs).
-    pub(crate) fn restart(&self, node: &NodeShared, st: &mut State, err: SessionError) -> Fallout {
+    pub(crate) fn restart(&self, node: &NodeBase, st: &mut State, err: SessionError) -> Fallout {
         self.end(node, st, err, true)
     }
 
-    fn end(&self, node: &NodeShared, st: &mut State, err: SessionError, keep: bool) -> Fallout {
+    fn end(&self, node: &NodeBase, st: &mut State, err: SessionError, keep: bool) -> Fallout {
         let mut fallout = Fallout::default();
         if let Conn::Connected { stream, .. } = &st.conn {
             if err == SessionError::Stopping {
@@ -226,7 +221,7 @@ impl Session {
 /// the end is an ordinary one (a clean close by the peer, our node stopping, a restarted
 /// peer), which is only a debug line.
 pub(super) fn log_end(
-    node: &NodeShared,
+    node: &NodeBase,
     peer: u32,
     err: &SessionError,
     failed: &[(crate::actors::EventHandle, bool)],

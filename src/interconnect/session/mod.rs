@@ -20,15 +20,17 @@ mod tests;
 
 use std::collections::VecDeque;
 use std::net::Shutdown;
+use std::ops::Deref;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
 use parking_lot::{Condvar, Mutex};
 
+use super::base::NodeBase;
+use super::error::ConnectFailed;
 use super::error::SessionError;
 use super::events::{NodeConnected, NodeDisconnected};
-use super::node::NodeShared;
 use super::stats::SessionStats;
 use super::stream::IcStream;
 use super::wire::{Packet, PacketChecksum};
@@ -55,6 +57,19 @@ pub(crate) const SPARE_IDLE: usize = 64;
 /// subscriber that never unsubscribes is not kept for the session's life, and the list
 /// stays within twice its live subscribers or this, whichever is more.
 const PRUNE_SUBSCRIBERS_AT: usize = 64;
+
+/// What a session needs of its node: the node's [`NodeBase`] (its target), the other
+/// sessions of the node, and the outgoing handshake of the driver. The node
+/// (`node::NodeShared`) implements it; the session layer names nothing above it and is
+/// generic over its node, statically dispatched (one instance in the crate).
+pub(crate) trait Host: Deref<Target = NodeBase> + Send + Sync + Sized + 'static {
+    /// The session with `peer`, if the node has one.
+    fn session(&self, peer: u32) -> Option<Arc<Session>>;
+
+    /// An outgoing handshake for `s` (`handshake::connect`): on success the connection is
+    /// installed and what that left to do is returned.
+    fn connect(node: &Arc<Self>, s: &Arc<Session>) -> Result<Fallout, ConnectFailed>;
+}
 
 /// The connection a session has now.
 pub(crate) enum Conn {
@@ -184,7 +199,7 @@ pub(crate) struct Fallout {
 }
 
 impl Fallout {
-    pub(crate) fn deliver(self, node: &NodeShared, peer: u32) {
+    pub(crate) fn deliver<N: Host>(self, node: &Arc<N>, peer: u32) {
         if let Some(err) = &self.ended {
             lifecycle::log_end(node, peer, err, &self.failed);
         }
@@ -289,7 +304,7 @@ impl Session {
     /// driver only if it waits (profile, `ic_small_events`: the empty fallout, the tuple out
     /// of the locked block and the out-of-line wake were ~40 of the ~220 instructions per
     /// event queued).
-    pub(crate) fn enqueue(self: &Arc<Self>, node: &Arc<NodeShared>, meta: OutMeta, body: &[u8]) {
+    pub(crate) fn enqueue<N: Host>(self: &Arc<Self>, node: &Arc<N>, meta: OutMeta, body: &[u8]) {
         let subscribe = meta.flags.contains(EventFlags::SUBSCRIBE_ON_SESSION);
         let (sender, cookie) = (meta.sender, meta.cookie);
         let mut st = self.state.lock();
@@ -338,7 +353,7 @@ impl Session {
     }
 
     /// Subscribes `actor` (explicitly, or through `SUBSCRIBE_ON_SESSION`).
-    pub(crate) fn subscribe(self: &Arc<Self>, node: &Arc<NodeShared>, actor: ActorId, cookie: u64) {
+    pub(crate) fn subscribe<N: Host>(self: &Arc<Self>, node: &Arc<N>, actor: ActorId, cookie: u64) {
         let fallout = {
             let mut st = self.state.lock();
             if node.is_stopping() {
@@ -362,7 +377,7 @@ impl Session {
     /// [`PRUNE_SUBSCRIBERS_AT`]); asked outside the lock, since the actor table has locks
     /// of its own. A subscriber of another node stays until it unsubscribes or the
     /// session ends.
-    fn prune_subscribers(&self, node: &NodeShared) {
+    fn prune_subscribers(&self, node: &NodeBase) {
         let local: Vec<ActorId> = {
             let st = self.state.lock();
             st.subscribers
@@ -385,7 +400,7 @@ impl Session {
 
     /// Sends the queued notices, unless another thread is sending them (it then sends
     /// these too): one sender at a time keeps their order.
-    pub(crate) fn flush_notices(&self, node: &NodeShared) {
+    pub(crate) fn flush_notices(&self, node: &NodeBase) {
         let mut batch = {
             let mut st = self.state.lock();
             if st.notifying || st.notices.is_empty() {
@@ -421,7 +436,7 @@ impl Session {
     }
 
     /// Starts the driver if it is not running, or wakes it if it waits.
-    pub(crate) fn wake(self: &Arc<Self>, node: &Arc<NodeShared>, st: &mut State) {
+    pub(crate) fn wake<N: Host>(self: &Arc<Self>, node: &Arc<N>, st: &mut State) {
         if !st.driver_started {
             st.driver_started = true;
             spawn_driver(node.clone(), self.clone());
@@ -448,9 +463,9 @@ impl Session {
     /// Installs a connection whose handshake is done: it replaces any other, the peer's
     /// `peer_next` confirms what it already processed, and a reader starts. The writer
     /// (the driver) sends the unconfirmed packets again first.
-    pub(crate) fn install(
+    pub(crate) fn install<N: Host>(
         self: &Arc<Self>,
-        node: &Arc<NodeShared>,
+        node: &Arc<N>,
         st: &mut State,
         stream: IcStream,
         peer_next: u64,
@@ -497,7 +512,7 @@ impl Session {
     /// the session either waits for a new one or, for `err` that ends it, ends.
     pub(crate) fn lose(
         &self,
-        node: &NodeShared,
+        node: &NodeBase,
         st: &mut State,
         gen: u64,
         err: SessionError,

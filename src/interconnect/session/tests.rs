@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use super::Session;
 use crate::actors::{ActorId, ActorSystem, SystemSetup};
 use crate::interconnect::handshake;
-use crate::interconnect::node::NodeShared;
+use crate::interconnect::shared::NodeShared;
 use crate::interconnect::wire::{InitialPacket, Packet};
 use crate::interconnect::{Interconnect, InterconnectSetup, NameService, NodeAddress};
 use crate::WrappedEnv;

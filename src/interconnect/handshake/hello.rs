@@ -1,7 +1,14 @@
 //! What this node says and checks in a handshake: its request, the peer's request, its
 //! answer and the peer's answer (`YDB_WIRE.md` §3.4, §6.6), from the node's settings.
 
-use super::*;
+use crate::actors::ActorId;
+use crate::interconnect::challenge::{self, param, proof, verify_proof, NONCE, NONCE_LEN, PROOF};
+use crate::interconnect::encryption;
+use crate::interconnect::error::HandshakeError;
+use crate::interconnect::shared::NodeShared;
+use crate::interconnect::wire::{
+    ClusterUuids, HandshakeRequest, HandshakeSuccess, SuccessRdma, HANDSHAKE_PROTOCOL,
+};
 
 impl NodeShared {
     fn own_host(&self) -> String {
@@ -38,8 +45,8 @@ impl NodeShared {
                     &to,
                 ],
             );
-            params.push(handshake::kv(NONCE, nonce.to_vec()));
-            params.push(handshake::kv(PROOF, tag));
+            params.push(challenge::kv(NONCE, nonce.to_vec()));
+            params.push(challenge::kv(PROOF, tag));
         }
         HandshakeRequest {
             protocol: HANDSHAKE_PROTOCOL,
@@ -183,8 +190,8 @@ impl NodeShared {
                     sender_actor_id.as_bytes(),
                 ],
             );
-            params.push(handshake::kv(NONCE, nonce.to_vec()));
-            params.push(handshake::kv(PROOF, tag));
+            params.push(challenge::kv(NONCE, nonce.to_vec()));
+            params.push(challenge::kv(PROOF, tag));
         }
         HandshakeSuccess {
             protocol: HANDSHAKE_PROTOCOL,
@@ -213,7 +220,7 @@ impl NodeShared {
         s: &HandshakeSuccess,
         our_nonce: &[u8],
     ) -> Result<(ActorId, Vec<u8>), HandshakeError> {
-        handshake::check_success_flags(s)?;
+        check_success_flags(s)?;
         if !cluster_accepts(
             self.cluster_uuid.as_deref(),
             &self.accept_uuids,
@@ -248,4 +255,51 @@ impl NodeShared {
         }
         Ok((session, Vec::new()))
     }
+}
+
+fn peer_cluster(c: Option<&ClusterUuids>, legacy: Option<&str>) -> String {
+    c.and_then(|c| c.cluster_uuid.clone())
+        .or_else(|| legacy.map(str::to_owned))
+        .unwrap_or_default()
+}
+
+/// YDB's cluster-id rule (`ValidateClusterUUID`): with an empty accept list anyone is
+/// accepted; otherwise our id must be in the peer's accept list or the peer's id in ours.
+/// A message without `ClusterUUIDs` is checked by `legacy` (a request's `UUID`), or passes
+/// (a reply: `legacy` is `None`).
+pub(crate) fn cluster_accepts(
+    own: Option<&str>,
+    accept: &[String],
+    peer: Option<&ClusterUuids>,
+    legacy: Option<Option<&str>>,
+) -> bool {
+    if accept.is_empty() {
+        return true;
+    }
+    match peer {
+        Some(p) => {
+            let own = own.unwrap_or("");
+            p.accept_uuid.iter().any(|u| u == own)
+                || accept
+                    .iter()
+                    .any(|u| u == p.cluster_uuid.as_deref().unwrap_or(""))
+        }
+        None => match legacy {
+            Some(uuid) => accept.iter().any(|u| u == uuid.unwrap_or("")),
+            None => true,
+        },
+    }
+}
+
+/// Checks that a success is one we can work with (YDB's requester checks).
+pub(crate) fn check_success_flags(success: &HandshakeSuccess) -> Result<(), HandshakeError> {
+    if success.use_modern_frame != Some(true) || success.use_extended_trace_fmt != Some(true) {
+        return Err(HandshakeError::Incompatible(
+            "the peer does not use the modern frame and extended trace format".into(),
+        ));
+    }
+    if success.use_external_data_channel == Some(true) {
+        return Err(HandshakeError::Incompatible("the peer uses XDC".into()));
+    }
+    Ok(())
 }

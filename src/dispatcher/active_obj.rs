@@ -34,8 +34,9 @@ use std::time::Duration;
 use ahash::AHashMap;
 use parking_lot::Mutex;
 
-use super::idle::{serial_builder, spin_threshold_or_default};
+use super::idle::spin_threshold_or_default;
 use super::serial::SerialWorker;
+use super::serial_builder;
 use super::{
     AgentKey, BindError, Binder, BinderImpl, BuildError, DispatcherHandle, EventQueue, KeyAllocator,
 };

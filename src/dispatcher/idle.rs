@@ -116,31 +116,6 @@ macro_rules! spin_threshold_method {
 }
 pub(crate) use spin_threshold_method;
 
-/// The builder of a dispatcher whose agents run on serial workers (`one_thread`,
-/// `active_obj`, `active_group`): its struct (common parameters and a spin threshold), its
-/// `new` and its setters. Each kind writes its own `build` in another `impl Builder`.
-macro_rules! serial_builder {
-    (doc: $doc:literal, new: $new:literal) => {
-        #[doc = $doc]
-        #[derive(Debug, Default, Clone)]
-        pub struct Builder {
-            common: $crate::dispatcher::CommonParams,
-            spin: Option<std::time::Duration>,
-        }
-
-        impl Builder {
-            #[doc = $new]
-            pub fn new() -> Self {
-                Builder::default()
-            }
-
-            $crate::dispatcher::common_builder_methods!();
-            $crate::dispatcher::idle::spin_threshold_method!();
-        }
-    };
-}
-pub(crate) use serial_builder;
-
 /// A builder's spin threshold, or [`DEFAULT_SPIN_THRESHOLD`].
 pub(crate) fn spin_threshold_or_default(spin: Option<Duration>) -> Duration {
     spin.unwrap_or(DEFAULT_SPIN_THRESHOLD)

@@ -63,7 +63,9 @@ use parking_lot::Mutex;
 
 use super::adv_queue::{AdvQueue, Protocol};
 use super::elastic::{PoolOps, ThreadCtl, ThreadLimits};
-use super::pool::{pool_spin_threshold_method, pool_threads, thread_count, ReadyQueue, Workers};
+use super::pool::{
+    pool_size_methods, pool_spin_threshold_method, pool_threads, thread_count, ReadyQueue, Workers,
+};
 use super::unwind::{self, Gone};
 use super::{
     common_builder_methods, AgentKey, BindError, Binder, BinderImpl, BuildError, CommonParams,
@@ -93,40 +95,17 @@ impl Builder {
 
     pool_spin_threshold_method!();
 
-    /// Number of worker threads (default: `std::thread::available_parallelism`); a fixed
-    /// count (clears [`thread_limits`](Self::thread_limits)).
-    pub fn threads(mut self, n: usize) -> Self {
-        self.threads = Some(n);
-        self.limits = None;
-        self
-    }
+    pool_size_methods!(
+        example: r#"```
+use agentbox::dispatcher::adv_thread_pool;
 
-    /// Makes the pool elastic with these thread bounds (see
-    /// [`ThreadLimits::new`](crate::dispatcher::elastic::ThreadLimits::new) for the
-    /// clamping): it starts `default` threads, measures them, and its
-    /// [`DispatcherHandle::elastic`] lets a harmonizer change the count within
-    /// `[min, max]` while it runs.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use agentbox::dispatcher::adv_thread_pool;
-    ///
-    /// let pool = adv_thread_pool::Builder::new().thread_limits(2, 2, 3).build().unwrap();
-    /// let elastic = pool.elastic().unwrap();
-    /// elastic.set_thread_count(0); // clamped to the minimum
-    /// assert_eq!(elastic.thread_count(), 2);
-    /// ```
-    pub fn thread_limits(self, min: usize, default: usize, max: usize) -> Self {
-        self.limits(ThreadLimits::new(min, default, max))
-    }
-
-    /// Makes the pool elastic with these limits: see
-    /// [`thread_limits`](Self::thread_limits).
-    pub fn limits(mut self, limits: ThreadLimits) -> Self {
-        self.limits = Some(limits.normalized());
-        self
-    }
+let pool = adv_thread_pool::Builder::new().thread_limits(2, 2, 3).build().unwrap();
+let elastic = pool.elastic().unwrap();
+elastic.set_thread_count(0); // clamped to the minimum
+assert_eq!(elastic.thread_count(), 2);
+```"#,
+        limits: "Makes the pool elastic with these limits: see [`thread_limits`](Self::thread_limits)."
+    );
 
     /// Starts the worker threads.
     ///

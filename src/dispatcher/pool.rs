@@ -74,6 +74,44 @@ macro_rules! pool_spin_threshold_method {
 }
 pub(crate) use pool_spin_threshold_method;
 
+/// The size setters of a thread pool's builder with `threads: Option<usize>` and
+/// `limits: Option<ThreadLimits>` fields (`thread_pool`, `adv_thread_pool`): a fixed count,
+/// or elastic bounds a harmonizer may move the count within. `$example` is the doc example
+/// of `thread_limits` for the kind, `$limits` the doc line of `limits`.
+macro_rules! pool_size_methods {
+    (example: $example:literal, limits: $limits:literal) => {
+        /// Number of worker threads (default: `std::thread::available_parallelism`); a fixed
+        /// count (clears [`thread_limits`](Self::thread_limits)).
+        pub fn threads(mut self, n: usize) -> Self {
+            self.threads = Some(n);
+            self.limits = None;
+            self
+        }
+
+        /// Makes the pool elastic with these thread bounds (see
+        /// [`ThreadLimits::new`](crate::dispatcher::elastic::ThreadLimits::new) for the
+        /// clamping): it starts `default` threads, measures them, and its
+        /// [`DispatcherHandle::elastic`](crate::dispatcher::DispatcherHandle::elastic) lets a
+        /// harmonizer change the count within `[min, max]` while it runs.
+        ///
+        /// # Examples
+        ///
+        #[doc = $example]
+        pub fn thread_limits(self, min: usize, default: usize, max: usize) -> Self {
+            self.limits($crate::dispatcher::elastic::ThreadLimits::new(
+                min, default, max,
+            ))
+        }
+
+        #[doc = $limits]
+        pub fn limits(mut self, limits: $crate::dispatcher::elastic::ThreadLimits) -> Self {
+            self.limits = Some(limits.normalized());
+            self
+        }
+    };
+}
+pub(crate) use pool_size_methods;
+
 /// The longest a measured worker parks: then it asks for work again (brings its figures
 /// up to date and runs the tick, so that a harmonizer runs even when every thread idles).
 pub(crate) const IDLE_WAKE: Duration = Duration::from_secs(1);

@@ -62,7 +62,9 @@ use parking_lot::Mutex;
 
 use super::activity::Activity;
 use super::elastic::{PoolOps, ThreadCtl, ThreadLimits};
-use super::pool::{pool_spin_threshold_method, pool_threads, thread_count, ReadyQueue, Workers};
+use super::pool::{
+    pool_size_methods, pool_spin_threshold_method, pool_threads, thread_count, ReadyQueue, Workers,
+};
 use super::{
     common_builder_methods, AgentKey, AgentTable, BindError, Binder, BinderImpl, BuildError,
     CommonParams, Demand, DispatcherHandle, EventQueue, Fifo, KeyAllocator,
@@ -104,41 +106,19 @@ impl Builder {
 
     common_builder_methods!();
 
-    /// Number of worker threads (default: `std::thread::available_parallelism`); a fixed
-    /// count (clears [`thread_limits`](Self::thread_limits)).
-    pub fn threads(mut self, n: usize) -> Self {
-        self.threads = Some(n);
-        self.limits = None;
-        self
-    }
+    pool_size_methods!(
+        example: r#"```
+use agentbox::dispatcher::thread_pool;
 
-    /// Makes the pool elastic with these thread bounds (see [`ThreadLimits::new`] for the
-    /// clamping): it starts `default` threads, measures them, and its
-    /// [`DispatcherHandle::elastic`] lets a harmonizer change the count within
-    /// `[min, max]` while it runs.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use agentbox::dispatcher::thread_pool;
-    ///
-    /// let pool = thread_pool::Builder::new().thread_limits(1, 2, 4).build().unwrap();
-    /// let elastic = pool.elastic().expect("a pool with limits is elastic");
-    /// assert_eq!(elastic.thread_count(), 2);
-    /// elastic.set_thread_count(10); // clamped to the maximum
-    /// assert_eq!(elastic.thread_count(), 4);
-    /// assert_eq!(elastic.sample().threads.len(), 4);
-    /// ```
-    pub fn thread_limits(self, min: usize, default: usize, max: usize) -> Self {
-        self.limits(ThreadLimits::new(min, default, max))
-    }
-
-    /// Makes the pool elastic with these limits (priority, shared thread and spin
-    /// threshold included): see [`thread_limits`](Self::thread_limits).
-    pub fn limits(mut self, limits: ThreadLimits) -> Self {
-        self.limits = Some(limits.normalized());
-        self
-    }
+let pool = thread_pool::Builder::new().thread_limits(1, 2, 4).build().unwrap();
+let elastic = pool.elastic().expect("a pool with limits is elastic");
+assert_eq!(elastic.thread_count(), 2);
+elastic.set_thread_count(10); // clamped to the maximum
+assert_eq!(elastic.thread_count(), 4);
+assert_eq!(elastic.sample().threads.len(), 4);
+```"#,
+        limits: "Makes the pool elastic with these limits (priority, shared thread and spin threshold included): see [`thread_limits`](Self::thread_limits)."
+    );
 
     /// Demands a worker runs from one queue before it lets another waiting queue go first
     /// (default 4).

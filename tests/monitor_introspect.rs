@@ -70,10 +70,18 @@ fn the_snapshot_lists_coops_parents_first_with_agent_types_states_and_statuses()
 
         send(&switcher, Go).unwrap();
         rx.recv_timeout(Duration::from_secs(30)).unwrap();
-        // Published at the switch, before the handler's message to the test.
+        // Published at the switch, which `change_state` only asks for: it happens when the
+        // handler returns, after its message to the test (so the test waits for it).
         if monitor {
-            let snap = env.introspect();
-            assert_eq!(snap.coops[0].agents[0].state.as_deref(), Some("inner"));
+            let deadline = Instant::now() + Duration::from_secs(30);
+            loop {
+                let state = env.introspect().coops[0].agents[0].state.clone();
+                if state.as_deref() == Some("inner") {
+                    break;
+                }
+                assert!(Instant::now() < deadline, "still {state:?} after 30 s");
+                std::thread::sleep(Duration::from_millis(1));
+            }
         }
         let deadline = Instant::now() + Duration::from_secs(30);
         while env.introspect().coops[0].agents[0].status != AgentStatus::Active {

@@ -58,8 +58,14 @@ impl ElasticPool for MockPool {
         *self.count.lock() = self.limits.clamp(n);
     }
     fn sample(&self) -> PoolSample {
+        // As a real pool: the first `count` slots hold a thread.
+        let count = self.thread_count();
+        let mut threads = self.threads.lock().clone();
+        for (i, t) in threads.iter_mut().enumerate() {
+            t.running = i < count;
+        }
         PoolSample {
-            threads: self.threads.lock().clone(),
+            threads,
             target_threads: self.thread_count(),
             running_threads: self.thread_count(),
             ..PoolSample::default()

@@ -304,16 +304,24 @@ impl Inner {
                     .threads
                     .iter()
                     .map(|t| {
-                        let elapsed_s = t.busy_ns as f64 / 1e9;
+                        // Spinning is waiting for work: left out of both figures (it is
+                        // CPU the thread gives up as soon as another thread wants it).
+                        let spin = t.spin_ns.min(t.busy_ns);
+                        let elapsed_s = (t.busy_ns - spin) as f64 / 1e9;
                         // Without a thread CPU clock, CPU time reads 0: take busy time.
                         let cpu_s = if t.cpu_ns == 0 {
                             elapsed_s
                         } else {
-                            t.cpu_ns as f64 / 1e9
+                            t.cpu_ns.saturating_sub(spin) as f64 / 1e9
                         };
-                        ThreadReading { cpu_s, elapsed_s }
+                        ThreadReading {
+                            cpu_s,
+                            elapsed_s,
+                            running: Some(t.running),
+                        }
                     })
                     .collect(),
+                ready_queues: s.ready_queues,
                 stopping: s.running_threads.saturating_sub(s.target_threads),
             })
             .collect();

@@ -35,8 +35,12 @@ use super::stats::{OperationCounts, PoolHarmonizerStats};
 pub(crate) struct ThreadReading {
     /// OS CPU time of the thread.
     pub(crate) cpu_s: f64,
-    /// Time not parked (running or spinning, or runnable and preempted).
+    /// Time not parked (running, or runnable and preempted; the driver leaves spinning
+    /// out).
     pub(crate) elapsed_s: f64,
+    /// Whether a thread occupies the slot: `None` when the pool does not say (YDB's
+    /// mock: every slot counts); `Some(false)`: no thread, the slot counts nothing.
+    pub(crate) running: Option<bool>,
 }
 
 /// Static facts of one pool, in full threads (its own shared thread not counted).
@@ -79,6 +83,9 @@ pub(crate) struct PoolReading {
     pub(crate) threads: Vec<ThreadReading>,
     /// Threads told to stop that have not stopped yet.
     pub(crate) stopping: usize,
+    /// Queues ready and not taken by a thread when the pool was read: work that more
+    /// threads could start on now.
+    pub(crate) ready_queues: usize,
 }
 
 /// What a step decided for one pool.
@@ -101,7 +108,9 @@ struct Consumption {
 #[derive(Debug)]
 struct PoolState {
     spec: PoolSpec,
-    threads: Vec<(ValueHistory<8>, ValueHistory<8>)>,
+    /// Per thread slot: elapsed and CPU histories, and whether a thread ran in the slot at
+    /// the last reading (a thread starting in an empty slot starts its histories anew).
+    threads: Vec<(ValueHistory<8>, ValueHistory<8>, bool)>,
     used: ValueHistory<16>,
     elapsed: ValueHistory<16>,
     counters: OperationCounts,
@@ -113,9 +122,33 @@ fn rescale(x: f64) -> f64 {
     (x / 0.9).clamp(0.0, 1.0)
 }
 
+/// Starved: the threads got less CPU than 70 % of the time they were not parked, or lost
+/// more than half a core *and* more than a tenth of that time (YDB's second test, the
+/// absolute half core alone, judges every pool of 9 threads or more starved as soon as
+/// each loses 6 %: a helper thread of the process is enough).
 fn is_starved(elapsed: f64, cpu: f64) -> bool {
-    elapsed.max(cpu) > 0.1 && (cpu < 0.7 * elapsed || elapsed - cpu > 0.5)
+    elapsed.max(cpu) > 0.1
+        && (cpu < 0.7 * elapsed || (elapsed - cpu > 0.5 && cpu < LOST_SHARE * elapsed))
 }
+
+/// A pool loses CPU only when below this share of its elapsed time (with the half core).
+const LOST_SHARE: f64 = 0.9;
+
+/// Starvation is present when the last second's budget is below this (more than a whole
+/// core overbooked; YDB: −0.1). A grant may overbook by up to [`GRANT_ROUNDING`], so the
+/// gap between the two keeps a pool from gaining a thread at one step and losing it at the
+/// next.
+const OVERBOOKED_LS: f64 = -1.0;
+
+/// A thread is granted when the budget left covers all but this part of a core (YDB: the
+/// whole core). The pools' figures leave out parked and spinning time, so a pool that is
+/// mostly parked (an interactive pool at a quarter of a core) does not keep another from
+/// the last core.
+const GRANT_ROUNDING: f64 = 0.5;
+
+/// A pool whose threads' last-second CPU is within this of its thread count has every
+/// thread busy (for the ready-queue need).
+const ALL_BUSY_MARGIN: f64 = 0.5;
 
 /// Global figures of the last step.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -142,6 +175,8 @@ pub(crate) struct Model {
     pub(crate) globals: Globals,
     /// The budget in cores; `None`: Σ default counts (YDB's).
     total_cores: Option<f64>,
+    /// The instant of the last step.
+    prev_ts: Option<u64>,
 }
 
 impl Model {
@@ -236,6 +271,7 @@ impl Model {
             .collect();
 
         // 1. Pull.
+        let prev_ts = self.prev_ts.replace(ts_us);
         let mut pool_all = vec![Consumption::default(); n];
         let mut pool_full = vec![Consumption::default(); n];
         let (mut sum_cpu_total, mut sum_elapsed_total) = (0.0, 0.0);
@@ -243,6 +279,8 @@ impl Model {
         let mut stopping: f64 = 0.0;
         let mut starved_present = false;
         let mut needy_flags = vec![false; n];
+        // Threads each needy pool could use now beyond its count (at least 1).
+        let mut wanted = vec![1usize; n];
         let mut hoggish: Vec<(usize, f64)> = Vec::new();
         let (mut sum_e, mut sum_c, mut sum_ls_e) = (0.0, 0.0, 0.0);
         for i in 0..n {
@@ -254,21 +292,46 @@ impl Model {
             }
             let mut fc = Consumption::default();
             let (mut acc_cpu, mut acc_el) = (0.0, 0.0);
-            for (t, (el_h, cpu_h)) in pool.threads.iter_mut().enumerate() {
+            let mut measured = false;
+            for (t, (el_h, cpu_h, was_running)) in pool.threads.iter_mut().enumerate() {
                 let r = reading.threads.get(t).copied();
                 // A slot with no reading keeps its last value: its time goes on, idle.
-                let (el, cpu) = match r {
-                    Some(r) => (r.elapsed_s, r.cpu_s),
-                    None => (el_h.last_value(), cpu_h.last_value()),
+                let (el, cpu, running) = match r {
+                    Some(r) => (r.elapsed_s, r.cpu_s, r.running),
+                    None => (el_h.last_value(), cpu_h.last_value(), None),
                 };
-                el_h.register(ts_us, el);
-                cpu_h.register(ts_us, cpu);
                 acc_cpu += cpu;
                 acc_el += el;
-                fc.elapsed += rescale(el_h.avg());
-                fc.cpu += rescale(cpu_h.avg());
-                fc.ls_elapsed += rescale(el_h.avg_last_second());
-                fc.ls_cpu += rescale(cpu_h.avg_last_second());
+                match running {
+                    // No thread: the slot counts nothing, and its next thread starts anew.
+                    Some(false) => {
+                        *was_running = false;
+                        continue;
+                    }
+                    Some(true) if !*was_running => {
+                        // A thread new in the slot: measured from the last step (when the
+                        // harmonizer started it), not over a window padded with the time
+                        // it did not exist.
+                        let (el0, cpu0) = (el_h.last_value(), cpu_h.last_value());
+                        *el_h = ValueHistory::new();
+                        *cpu_h = ValueHistory::new();
+                        if let Some(prev) = prev_ts.filter(|&p| p < ts_us) {
+                            el_h.register(prev, el0);
+                            cpu_h.register(prev, cpu0);
+                        }
+                        *was_running = true;
+                    }
+                    _ => {}
+                }
+                el_h.register(ts_us, el);
+                cpu_h.register(ts_us, cpu);
+                measured |= el_h.covered_us() > 0;
+                // Averages over the time measured (a window of 8 s and the last second,
+                // each shortened to the history's length while it is younger).
+                fc.elapsed += rescale(el_h.avg_covered(8));
+                fc.cpu += rescale(cpu_h.avg_covered(8));
+                fc.ls_elapsed += rescale(el_h.avg_covered(1));
+                fc.ls_cpu += rescale(cpu_h.avg_covered(1));
             }
             let mut ac = fc;
             let (mut quota, mut own) = (0.0, 0);
@@ -294,9 +357,14 @@ impl Model {
             let starved = is_starved(ac.elapsed, ac.cpu) || is_starved(ac.ls_elapsed, ac.ls_cpu);
             starved_present |= starved;
             let more_than_expected = ac.ls_cpu >= f + own as f64 + 0.5 && fc.ls_cpu >= f - 1.0;
-            let needy = ac.ls_cpu >= thread_count || more_than_expected;
+            // Measured need: every thread busy and queues ready that no thread took.
+            let all_busy = fc.ls_cpu >= f - ALL_BUSY_MARGIN;
+            let ready = if all_busy { reading.ready_queues } else { 0 };
+            let needy = ac.ls_cpu >= thread_count || more_than_expected || ready > 0;
+            wanted[i] = ready.max(1);
             let hog = !needy && fc.elapsed <= f - 1.0 && fc.ls_elapsed <= f - 1.0;
-            if hog {
+            // A pool with no time measured yet (the first step) has shown no idle thread.
+            if hog && measured {
                 hoggish.push((i, (f - fc.elapsed).min(f - fc.ls_elapsed)));
             }
             needy_flags[i] = needy;
@@ -334,7 +402,7 @@ impl Model {
         let budget = total_cores - sum_e;
         let budget_ls = total_cores - sum_ls_e;
         let overbooked = -budget;
-        if budget_ls < -0.1 {
+        if budget_ls < OVERBOOKED_LS {
             starved_present = true;
         }
         let mut processing_budget = budget_ls - free_cpu;
@@ -396,15 +464,22 @@ impl Model {
                     .map_or(0.0, |s| s.pools[i].foreign_elapsed);
                 let allowed = self.foreign_slots(i, full[i]).unwrap_or(0) as f64;
                 let extra_foreign = (foreign - (allowed - 1.0).max(0.0)).max(0.0);
-                if processing_budget > 0.0
-                    && processing_budget + extra_foreign >= 1.0
-                    && full[i] < spec.max_full
-                {
-                    full[i] += 1;
-                    self.pools[i].counters.increasing_threads_by_needy_state += 1;
-                    still_needy[i] = false;
-                    additional += 1;
-                    processing_budget -= 1.0;
+                if processing_budget > 0.0 && full[i] < spec.max_full {
+                    // As many threads as it can use, as the budget covers (each within
+                    // `GRANT_ROUNDING` of a core), up to its maximum.
+                    let affordable = (processing_budget + extra_foreign + GRANT_ROUNDING)
+                        .floor()
+                        .max(0.0);
+                    let k = wanted[i]
+                        .min(affordable as usize)
+                        .min(spec.max_full - full[i]);
+                    if k > 0 {
+                        full[i] += k;
+                        self.pools[i].counters.increasing_threads_by_needy_state += k as u64;
+                        still_needy[i] = false;
+                        additional += k as i64;
+                        processing_budget -= k as f64;
+                    }
                 }
             }
         }

@@ -409,11 +409,12 @@ impl Inner {
 ///
 /// Each period, per pool (see the [module docs](super) for the thresholds):
 /// - **starved** (its threads are runnable but not running: the OS preempts them, or CPU
-///   is overbooked): when the budget is overdrawn it sheds its threads above its default,
-///   least important pools first;
-/// - **needy** (its CPU in the last second reached its thread count): it gains one thread
-///   while the budget allows, most important pools first; when the budget is spent, an
-///   extra thread moves to it from a less important pool (an exchange);
+///   is overbooked): when the pools overdraw the budget it sheds its threads above its
+///   default, least important pools first;
+/// - **needy** (its CPU in the last second reached its thread count, or every thread is
+///   busy and queues are ready): it gains the threads it can use (one per ready queue, at
+///   least one) while the budget allows, most important pools first; when the budget is
+///   spent, an extra thread moves to it from a less important pool (an exchange);
 /// - **hoggish** (at least one of its threads idle): it gives one thread back, toward its
 ///   minimum.
 ///

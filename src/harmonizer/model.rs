@@ -1,26 +1,33 @@
 //! The decision step (YDB's `THarmonizer::HarmonizeImpl`, revision L of the spec), pure:
 //! no threads, no clock reads. The driver feeds it readings and applies its answers.
 //!
-//! One step, at instant `ts`:
-//! 1. **Pull**: per thread, register cumulative CPU and elapsed seconds in a
-//!    `ValueHistory<8>`; per pool, sum the threads' 8-second average and last second
-//!    (LS), each rescaled by `x / 0.9` capped to `[0, 1]`, plus its shared-thread
-//!    figures; decide the flags: starved `IsStarved(elapsed, cpu) ∨
-//!    IsStarved(LS elapsed, LS cpu)` with `IsStarved(e, c) = max(e, c) > 0.1 ∧ (c < 0.7·e ∨
-//!    e − c > 0.5)`; needy `LS cpu ≥ thread count ∨ (LS cpu ≥ full + own + 0.5 ∧ full
-//!    threads' LS cpu ≥ full − 1)`; hoggish: not needy and the full threads' elapsed and LS
-//!    elapsed both `≤ full − 1`. Budget = Σ default thread counts − Σ elapsed; its LS twin
-//!    with LS elapsed; processing budget = LS budget − shared free CPU.
-//! 2. **Branch**: starvation present (a starved pool, or LS budget < −0.1) and overbooked
-//!    (−budget) ≥ threads still stopping → **starved**: least important pools first, each
-//!    above its default loses threads one by one until overbooked ≤ stopping. No
-//!    starvation → **needy**: most important first, a needy pool gains one thread while the
-//!    processing budget is > 0 and (with extra foreign CPU) ≥ 1, paying 1.
+//! One step, at instant `ts` (the module docs of `harmonizer` give the rules and where
+//! they depart from YDB's):
+//! 1. **Pull**: per thread slot with a thread, register cumulative CPU and elapsed
+//!    seconds in a `ValueHistory<8>` (started anew when a thread starts in an empty slot,
+//!    from the previous step); per pool, sum the threads' 8-second average and last
+//!    second (LS), each over the time measured and rescaled by `x / 0.9` capped to
+//!    `[0, 1]`, plus its shared-thread figures; decide the flags: starved
+//!    `IsStarved(elapsed, cpu) ∨ IsStarved(LS elapsed, LS cpu)` with `IsStarved(e, c) =
+//!    max(e, c) > 0.1 ∧ (c < 0.7·e ∨ (e − c > 0.5 ∧ c < 0.9·e))`; needy `LS cpu ≥ thread
+//!    count ∨ (LS cpu ≥ full + own + 0.5 ∧ full threads' LS cpu ≥ full − 1) ∨ (full
+//!    threads' LS cpu ≥ full − 0.5 ∧ ready queues > 0)`; hoggish: not needy and the full
+//!    threads' elapsed and LS elapsed both `≤ full − 1`. Budget = cores (or Σ default
+//!    thread counts) − Σ elapsed; its LS twin with LS elapsed; processing budget = LS
+//!    budget − shared free CPU.
+//! 2. **Branch**: starvation present (a starved pool, or LS budget < −1) and overbooked
+//!    (−budget − ½) > threads still stopping → **starved**: least important pools first,
+//!    each above its default loses threads one by one until overbooked ≤ stopping.
+//!    Otherwise, unless starvation is present with LS budget < 0 → **needy**: most
+//!    important first, a needy pool gains `min(ready queues (≥ 1), max − full,
+//!    ⌊processing budget (+ extra foreign CPU) + ½⌋)` threads while the processing budget
+//!    is > 0, paying 1 each.
 //! 3. **Exchange** when the processing budget is < 1: needy pools, most important first,
 //!    each gain one thread as long as the other pools hold enough threads above their
 //!    default; the promised threads are then taken from the least important pools, only
 //!    above their default.
-//! 4. **Hoggish**: each hoggish pool above its minimum with ≥ 1 free CPU loses one thread.
+//! 4. **Hoggish**: each hoggish pool above its minimum with ≥ 1 free CPU loses one thread
+//!    (not at a pool's first measured step).
 //! 5. **Potential max**: `min(max, full + max(0, budget − parked))` (floored without a
 //!    shared pool) plus the shared CPU it could get.
 //!
@@ -430,8 +437,14 @@ impl Model {
         });
         let mut still_needy = needy_flags.clone();
 
-        // 2. Starved or needy.
-        if starved_present && overbooked >= stopping {
+        // 2. Starved or needy. The pools shed only what they overbook beyond a grant's
+        // rounding (so that a grant is not undone at the next step), and starvation stops
+        // growth only while the pools overbook the budget: threads that lose CPU while
+        // they do not outnumber the budget lose it to other processes, and shedding or
+        // not growing would hand it to them.
+        let overbooked = overbooked - GRANT_ROUNDING;
+        let growth_blocked = starved_present && budget_ls < 0.0;
+        if starved_present && overbooked > stopping {
             'pools: for &i in &order {
                 let quota = self.shared.as_ref().map_or(0.0, |s| s.pools[i].cpu_quota);
                 if pool_all[i].elapsed > full[i] as f64 + quota {
@@ -455,7 +468,7 @@ impl Model {
                     }
                 }
             }
-        } else if !starved_present {
+        } else if !growth_blocked {
             for &i in &needy_order {
                 let spec = &self.pools[i].spec;
                 let foreign = self

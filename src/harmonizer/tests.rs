@@ -675,3 +675,31 @@ fn decisions_depend_on_load_fractions_not_on_the_step_timing() {
     );
     assert!(fast.iter().all(|c| c == &[1, 4]));
 }
+
+/// Threads that lose CPU while the pools do not outnumber the budget lose it to other
+/// processes: the pool is flagged starved, but it keeps its threads and still grows
+/// within the budget (shedding would hand the CPU to the other processes). A pool that
+/// overbooks the budget by more than a grant's rounding still sheds (YDB's
+/// `TestToNeedyNextToStarved`).
+#[test]
+fn a_pool_starved_by_other_processes_keeps_its_threads_within_the_budget() {
+    let mut interactive = MockPool::new(1, 1, 2);
+    interactive.spec.priority = 1;
+    let mut b = bench_with_budget(vec![interactive, MockPool::new(1, 1, 2)], 2.0);
+    b.harmonize_after(100_000);
+    // One batch thread, 60 % of it on a CPU (the machine is busy with other work), three
+    // queues ready: it grows to 2 all the same.
+    b.pools[0].add(0.025, 0.025, 0, 1);
+    b.pools[1].run_busy(100_000, 0.6);
+    b.pools[1].ready = 3;
+    b.harmonize_after(100_000);
+    assert!(b.model.pool_stats()[1].is_starved);
+    assert_eq!(b.counts(), [1, 2]);
+    for step in 0..30 {
+        b.pools[0].add(0.025, 0.025, 0, 1);
+        b.pools[1].run_busy(100_000, 0.6);
+        b.harmonize_after(100_000);
+        assert!(b.model.pool_stats()[1].is_starved, "step {step}");
+        assert_eq!(b.counts(), [1, 2], "step {step}");
+    }
+}

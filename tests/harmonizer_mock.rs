@@ -250,3 +250,21 @@ fn test_harmonizer_iteration_stats_to_needy_next_to_hoggish() {
         2 + agentbox::harmonizer::HISTORY_LEN as u64
     );
 }
+
+/// The harmonizer reads its pools when it is built: its first step, one period later,
+/// has a whole period measured and acts on it (it used to be only the starting point, so
+/// a loaded pool waited two periods, two seconds by default, for its first thread).
+#[test]
+fn the_first_step_acts_on_the_first_period() {
+    let pools = vec![MockPool::new("a", 1, 1, 4)];
+    let h = Harmonizer::builder()
+        .pool(pools[0].clone())
+        .cpu_budget(4.0)
+        .build()
+        .unwrap();
+    let t0 = h.origin();
+    pools[0].busy(1, 1);
+    h.harmonize_at(t0 + Duration::from_secs(1));
+    assert!(h.stats().pools[0].is_needy);
+    assert_eq!(counts(&pools), [2]);
+}

@@ -27,7 +27,7 @@ use thiserror::Error;
 
 use super::model::{Model, PoolReading, PoolSpec, ThreadReading};
 use super::stats::{HarmonizerStats, OperationCounts};
-use crate::dispatcher::elastic::{ElasticPool, LatencyHistogram, Tick};
+use crate::dispatcher::elastic::{ElasticPool, LatencyHistogram, PoolSample, Tick};
 use crate::DispatcherHandle;
 
 /// Why a [`Harmonizer`] could not be built.
@@ -167,6 +167,8 @@ impl HarmonizerBuilder {
             p.set_thread_count(l.default);
         }
         let origin = Instant::now();
+        // The starting point of every history: the first step has a period measured.
+        model.prime(0, &readings(&self.pools, &pool_samples(&self.pools)));
         let n = self.pools.len();
         let inner = Arc::new(Inner {
             pools: self.pools,
@@ -194,6 +196,44 @@ impl HarmonizerBuilder {
 
 fn micros(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+fn pool_samples(pools: &[Arc<dyn ElasticPool>]) -> Vec<PoolSample> {
+    pools.iter().map(|p| p.sample()).collect()
+}
+
+/// The model's readings of the pools' samples.
+fn readings(pools: &[Arc<dyn ElasticPool>], samples: &[PoolSample]) -> Vec<PoolReading> {
+    pools
+        .iter()
+        .zip(samples)
+        .map(|(p, s)| PoolReading {
+            full: p.thread_count(),
+            threads: s
+                .threads
+                .iter()
+                .map(|t| {
+                    // Spinning is waiting for work: left out of both figures (it is
+                    // CPU the thread gives up as soon as another thread wants it).
+                    let spin = t.spin_ns.min(t.busy_ns);
+                    let elapsed_s = (t.busy_ns - spin) as f64 / 1e9;
+                    // Without a thread CPU clock, CPU time reads 0: take busy time.
+                    let cpu_s = if t.cpu_ns == 0 {
+                        elapsed_s
+                    } else {
+                        t.cpu_ns.saturating_sub(spin) as f64 / 1e9
+                    };
+                    ThreadReading {
+                        cpu_s,
+                        elapsed_s,
+                        running: Some(t.running),
+                    }
+                })
+                .collect(),
+            ready_queues: s.ready_queues,
+            stopping: s.running_threads.saturating_sub(s.target_threads),
+        })
+        .collect()
 }
 
 /// Lends the shared thread of every pool that has one to the other pools, most
@@ -294,37 +334,7 @@ impl Inner {
     /// One step at `now_us` (microseconds since `origin`), under the step lock.
     fn run_step(&self, state: &mut StepState, now_us: u64) {
         let samples: Vec<_> = self.pools.iter().map(|p| p.sample()).collect();
-        let readings: Vec<PoolReading> = self
-            .pools
-            .iter()
-            .zip(&samples)
-            .map(|(p, s)| PoolReading {
-                full: p.thread_count(),
-                threads: s
-                    .threads
-                    .iter()
-                    .map(|t| {
-                        // Spinning is waiting for work: left out of both figures (it is
-                        // CPU the thread gives up as soon as another thread wants it).
-                        let spin = t.spin_ns.min(t.busy_ns);
-                        let elapsed_s = (t.busy_ns - spin) as f64 / 1e9;
-                        // Without a thread CPU clock, CPU time reads 0: take busy time.
-                        let cpu_s = if t.cpu_ns == 0 {
-                            elapsed_s
-                        } else {
-                            t.cpu_ns.saturating_sub(spin) as f64 / 1e9
-                        };
-                        ThreadReading {
-                            cpu_s,
-                            elapsed_s,
-                            running: Some(t.running),
-                        }
-                    })
-                    .collect(),
-                ready_queues: s.ready_queues,
-                stopping: s.running_threads.saturating_sub(s.target_threads),
-            })
-            .collect();
+        let readings = readings(&self.pools, &samples);
         let decisions = state.model.step(now_us, &readings, &[]);
         let mut pool_stats = state.model.pool_stats();
         for (i, p) in self.pools.iter().enumerate() {

@@ -16,7 +16,7 @@
 //!    thread counts) − Σ elapsed; its LS twin with LS elapsed; processing budget = LS
 //!    budget − shared free CPU.
 //! 2. **Branch**: starvation present (a starved pool, or LS budget < −1) and overbooked
-//!    (−budget − ½) > threads still stopping → **starved**: least important pools first,
+//!    (−LS budget − ½) > threads still stopping → **starved**: least important pools first,
 //!    each above its default loses threads one by one until overbooked ≤ stopping.
 //!    Otherwise, unless starvation is present with LS budget < 0 → **needy**: most
 //!    important first, a needy pool gains `min(ready queues (≥ 1), max − full,
@@ -256,6 +256,34 @@ impl Model {
         order
     }
 
+    /// Takes `readings` at `ts_us` as the starting point of every history, deciding
+    /// nothing (no step is counted): the driver's first reading, when it is built, so that
+    /// its first step has a whole period measured.
+    pub(crate) fn prime(&mut self, ts_us: u64, readings: &[PoolReading]) {
+        let (mut sum_cpu, mut sum_el) = (0.0, 0.0);
+        for (pool, reading) in self.pools.iter_mut().zip(readings) {
+            if pool.threads.len() < reading.threads.len() {
+                pool.threads
+                    .resize_with(reading.threads.len(), Default::default);
+            }
+            let (mut acc_cpu, mut acc_el) = (0.0, 0.0);
+            for ((el_h, cpu_h, was_running), r) in pool.threads.iter_mut().zip(&reading.threads) {
+                acc_cpu += r.cpu_s;
+                acc_el += r.elapsed_s;
+                el_h.register(ts_us, r.elapsed_s);
+                cpu_h.register(ts_us, r.cpu_s);
+                *was_running = r.running != Some(false);
+            }
+            pool.used.register(ts_us, acc_cpu);
+            pool.elapsed.register(ts_us, acc_el);
+            sum_cpu += acc_cpu;
+            sum_el += acc_el;
+        }
+        self.used.register(ts_us, sum_cpu);
+        self.elapsed.register(ts_us, sum_el);
+        self.prev_ts = Some(ts_us);
+    }
+
     /// Runs one step at `ts_us` with one reading per pool (in pool order) and the shared
     /// threads' readings; returns one decision per pool.
     pub(crate) fn step(
@@ -408,7 +436,6 @@ impl Model {
         }
         let budget = total_cores - sum_e;
         let budget_ls = total_cores - sum_ls_e;
-        let overbooked = -budget;
         if budget_ls < OVERBOOKED_LS {
             starved_present = true;
         }
@@ -442,7 +469,9 @@ impl Model {
         // growth only while the pools overbook the budget: threads that lose CPU while
         // they do not outnumber the budget lose it to other processes, and shedding or
         // not growing would hand it to them.
-        let overbooked = overbooked - GRANT_ROUNDING;
+        // Overbooking is judged on the last second, as growth is: the 8-second average
+        // still counts a pool the load has left (YDB: the 8-second budget).
+        let overbooked = -budget_ls - GRANT_ROUNDING;
         let growth_blocked = starved_present && budget_ls < 0.0;
         if starved_present && overbooked > stopping {
             'pools: for &i in &order {

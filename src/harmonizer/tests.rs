@@ -703,3 +703,32 @@ fn a_pool_starved_by_other_processes_keeps_its_threads_within_the_budget() {
         assert_eq!(b.counts(), [1, 2], "step {step}");
     }
 }
+
+/// When the load moves from one pool to another, the pool that takes it keeps the
+/// threads it gained: overbooking is judged on the last second (the pool the load left
+/// is idle now, whatever its 8-second average still says), so a busy pool is not shed
+/// for the other pool's past.
+#[test]
+fn a_pool_that_takes_over_a_load_is_not_shed_for_the_other_pool_s_past() {
+    let mut b = bench_with_budget(vec![MockPool::new(1, 1, 2), MockPool::new(1, 1, 2)], 2.0);
+    b.harmonize_after(S);
+    b.pools[0].set_full(2);
+    // Pool 0 busy on both threads for 5 s, on a machine busy with other work (60 % CPU).
+    for _ in 0..5 {
+        b.pools[0].run_busy(S, 0.6);
+        b.harmonize_after(S);
+        b.pools[0].set_full(2);
+    }
+    // The load moves to pool 1: it grows, and keeps its second thread while pool 0 goes
+    // back to its default.
+    for step in 0..8 {
+        b.pools[1].run_busy(S, 0.6);
+        b.pools[1].ready = 3;
+        b.harmonize_after(S);
+        if step >= 1 {
+            assert_eq!(b.counts()[1], 2, "step {step}: {:?}", b.counts());
+        }
+    }
+    assert_eq!(b.counts(), [1, 2]);
+    assert_eq!(b.ops(1).decreasing_threads_by_starved_state, 0);
+}

@@ -39,8 +39,8 @@
 //!
 //! # The step (once per period)
 //!
-//! 1. Starvation present and the pools overbooking the budget by more than half a core
-//!    beyond the threads still stopping: starved and other pools above their default shed
+//! 1. Starvation present and the pools overbooking the last second's budget by more than
+//!    half a core beyond the threads still stopping: starved and other pools above their default shed
 //!    threads, **least important first**, down to their default, until that is covered.
 //! 2. Otherwise, unless starvation is present *and* the pools overbook the last second's
 //!    budget: each needy pool, **most important first**, gains the threads it can use —
@@ -64,7 +64,11 @@
 //!   can use (its ready queues, its maximum, the idle cores, whichever is least) at the
 //!   next step, not one thread per step.
 //! - A pool busy from the start is not shrunk in the first seconds, and a thread the
-//!   harmonizer started counts from its start.
+//!   harmonizer started counts from its start. The first step (one period after the
+//!   harmonizer is built) already acts.
+//! - A pool that takes over another pool's load keeps the threads it gains: the pool the
+//!   load left does not count as busy any more, whatever its 8-second average says
+//!   (that average still delays its own return to its default, as in YDB).
 //! - Pools that do not outnumber the cores are never shrunk for starvation: threads that
 //!   lose CPU there lose it to other processes, and the pool is flagged "starved" but
 //!   keeps its threads (and may still grow within the budget). Threads of the process
@@ -130,8 +134,11 @@
 //! - Windows over the time measured; a new thread measured from its start; spinning left
 //!   out of elapsed and CPU (YDB counts it as elapsed).
 //! - Starvation: the half-core test also needs a tenth of the time lost; the budget test
-//!   is −1 (YDB −0.1); shedding covers the overbooking beyond half a core; starvation
-//!   stops growth only while the pools overbook the budget. YDB's scenarios
+//!   is −1 (YDB −0.1); shedding covers the last second's overbooking beyond half a core
+//!   (YDB: the 8-second overbooking, which still counts a pool the load has left);
+//!   starvation stops growth only while the pools overbook the budget.
+//! - The pools are read when the harmonizer is built: its first step acts on a whole
+//!   period (YDB's first step only sets the starting point). YDB's scenarios
 //!   (`TestToNeedyNextToHoggish`, `TestToNeedyNextToStarved`, `TestExchangeThreads`,
 //!   `TestThreadCounts`) still pass with their numbers: their loads are whole threads over
 //!   whole minutes, where the two rule sets agree.

@@ -338,8 +338,11 @@ impl Model {
                 acc_cpu += cpu;
                 acc_el += el;
                 match running {
-                    // No thread: the slot counts nothing, and its next thread starts anew.
+                    // No thread: the slot counts nothing (its figures are kept up to
+                    // date), and its next thread starts anew.
                     Some(false) => {
+                        el_h.register(ts_us, el);
+                        cpu_h.register(ts_us, cpu);
                         *was_running = false;
                         continue;
                     }

@@ -732,3 +732,33 @@ fn a_pool_that_takes_over_a_load_is_not_shed_for_the_other_pool_s_past() {
     assert_eq!(b.counts(), [1, 2]);
     assert_eq!(b.ops(1).decreasing_threads_by_starved_state, 0);
 }
+
+/// The bench's set-up on 16 cores (issue 32): an interactive pool (priority 1) and a batch
+/// pool, each 1..=16 threads with a default of 8, a budget of 16; the interactive pool at
+/// a quarter of a core, 32 batch queues always ready. The batch pool takes the idle cores
+/// at the first step and keeps them (YDB's rules left it at 5–6 threads); the interactive
+/// pool goes back toward its minimum one thread per step.
+#[test]
+fn the_bench_on_sixteen_cores_gives_the_batch_pool_the_idle_cores_at_once() {
+    let mut interactive = MockPool::new(1, 8, 16);
+    interactive.spec.priority = 1;
+    let mut b = bench_with_budget(vec![interactive, MockPool::new(1, 8, 16)], 16.0);
+    b.harmonize_after(100_000);
+    for step in 0..20 {
+        // A quarter of a core over the interactive threads.
+        let n = b.pools[0].full;
+        b.pools[0].add(0.025 / n as f64, 0.025 / n as f64, 0, n);
+        let running = b.pools[1].full;
+        b.pools[1].run_busy(100_000, 0.97);
+        b.pools[1].ready = 32 - running;
+        b.harmonize_after(100_000);
+        let counts = b.counts();
+        assert!(counts[1] >= 15, "step {step}: {counts:?}");
+        assert_eq!(
+            counts[0],
+            (7usize.saturating_sub(step)).max(1),
+            "step {step}"
+        );
+        assert!(!b.model.pool_stats()[1].is_starved, "step {step}");
+    }
+}

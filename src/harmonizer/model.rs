@@ -149,8 +149,8 @@ const OVERBOOKED_LS: f64 = -1.0;
 
 /// A thread is granted when the budget left covers all but this part of a core (YDB: the
 /// whole core). The pools' figures leave out parked and spinning time, so a pool that is
-/// mostly parked (an interactive pool at a quarter of a core) does not keep another from
-/// the last core.
+/// mostly parked does not keep another *of equal or higher importance* from the last
+/// core; a less important pool leaves whole the cores a more important pool uses in part.
 const GRANT_ROUNDING: f64 = 0.5;
 
 /// A pool whose threads' last-second CPU is within this of its thread count has every
@@ -509,12 +509,19 @@ impl Model {
                     .map_or(0.0, |s| s.pools[i].foreign_elapsed);
                 let allowed = self.foreign_slots(i, full[i]).unwrap_or(0) as f64;
                 let extra_foreign = (foreign - (allowed - 1.0).max(0.0)).max(0.0);
-                if processing_budget > 0.0 && full[i] < spec.max_full {
+                // The cores that more important pools use in part stay theirs.
+                let reserved: f64 = (0..n)
+                    .filter(|&j| self.pools[j].spec.priority > spec.priority)
+                    .map(|j| {
+                        let e = pool_all[j].ls_elapsed;
+                        e.ceil() - e
+                    })
+                    .sum();
+                let budget_i = processing_budget - reserved;
+                if budget_i > 0.0 && full[i] < spec.max_full {
                     // As many threads as it can use, as the budget covers (each within
                     // `GRANT_ROUNDING` of a core), up to its maximum.
-                    let affordable = (processing_budget + extra_foreign + GRANT_ROUNDING)
-                        .floor()
-                        .max(0.0);
+                    let affordable = (budget_i + extra_foreign + GRANT_ROUNDING).floor().max(0.0);
                     let k = wanted[i]
                         .min(affordable as usize)
                         .min(spec.max_full - full[i]);

@@ -620,14 +620,12 @@ fn a_needy_pool_grows_at_every_step_not_once_a_second() {
     }
 }
 
-/// A batch pool that keeps every core beside an interactive pool that is mostly parked:
-/// it reaches the cores and keeps them (the parked thread's quarter of a core overbooks
-/// the budget by less than half a core, which is no starvation).
+/// A pool that keeps every core beside a pool of equal importance that is mostly parked:
+/// it reaches the cores and keeps them (the parked pool's quarter of a core overbooks the
+/// budget by less than half a core, which is no starvation).
 #[test]
-fn a_full_pool_keeps_the_cores_beside_a_mostly_parked_one() {
-    let mut interactive = MockPool::new(1, 1, 2);
-    interactive.spec.priority = 1;
-    let mut b = bench_with_budget(vec![interactive, MockPool::new(1, 1, 2)], 2.0);
+fn a_full_pool_keeps_the_cores_beside_a_mostly_parked_one_of_equal_importance() {
+    let mut b = bench_with_budget(vec![MockPool::new(1, 1, 2), MockPool::new(1, 1, 2)], 2.0);
     b.harmonize_after(100_000);
     for step in 0..30 {
         b.pools[0].add(0.025, 0.025, 0, 1); // 25 % busy
@@ -637,6 +635,29 @@ fn a_full_pool_keeps_the_cores_beside_a_mostly_parked_one() {
         let st = b.model.pool_stats();
         assert!(!st[1].is_starved, "step {step}");
         assert_eq!(b.counts(), [1, 2], "step {step}");
+    }
+}
+
+/// A less important pool never takes the core that a more important pool's threads use in
+/// part: that pool's events would wait for the OS to preempt the other pool's threads
+/// (the bench measured an interactive p99 of 1–8 ms, as with fixed pools, when the batch
+/// pool took the second of 2 cores beside an interactive pool at a quarter of a core).
+#[test]
+fn a_less_important_pool_leaves_the_core_a_more_important_one_uses_in_part() {
+    let mut interactive = MockPool::new(1, 1, 2);
+    interactive.spec.priority = 1;
+    let mut b = bench_with_budget(vec![interactive, MockPool::new(1, 1, 3)], 3.0);
+    b.harmonize_after(100_000);
+    for step in 0..30 {
+        b.pools[0].add(0.025, 0.025, 0, 1); // 25 % busy
+        b.pools[1].run_busy(100_000, 1.0);
+        b.pools[1].ready = 3;
+        b.harmonize_after(100_000);
+        assert_eq!(
+            b.counts(),
+            [1, 2],
+            "step {step}: one core stays with interactive"
+        );
     }
 }
 
@@ -668,12 +689,10 @@ fn decisions_depend_on_load_fractions_not_on_the_step_timing() {
     let fast = run(&[100_000]);
     assert_eq!(fast, run(&[1_000_000]));
     assert_eq!(fast, run(&[130_000, 260_000, 170_000, 2_500_000]));
-    assert_eq!(
-        fast[0],
-        [1, 4],
-        "the batch pool takes the idle cores at once"
-    );
-    assert!(fast.iter().all(|c| c == &[1, 4]));
+    // The batch pool takes the idle cores at once, all but the one the interactive pool
+    // uses in part.
+    assert_eq!(fast[0], [1, 3]);
+    assert!(fast.iter().all(|c| c == &[1, 3]));
 }
 
 /// Threads that lose CPU while the pools do not outnumber the budget lose it to other
@@ -683,9 +702,7 @@ fn decisions_depend_on_load_fractions_not_on_the_step_timing() {
 /// `TestToNeedyNextToStarved`).
 #[test]
 fn a_pool_starved_by_other_processes_keeps_its_threads_within_the_budget() {
-    let mut interactive = MockPool::new(1, 1, 2);
-    interactive.spec.priority = 1;
-    let mut b = bench_with_budget(vec![interactive, MockPool::new(1, 1, 2)], 2.0);
+    let mut b = bench_with_budget(vec![MockPool::new(1, 1, 2), MockPool::new(1, 1, 2)], 2.0);
     b.harmonize_after(100_000);
     // One batch thread, 60 % of it on a CPU (the machine is busy with other work), three
     // queues ready: it grows to 2 all the same.
@@ -736,8 +753,9 @@ fn a_pool_that_takes_over_a_load_is_not_shed_for_the_other_pool_s_past() {
 /// The bench's set-up on 16 cores (issue 32): an interactive pool (priority 1) and a batch
 /// pool, each 1..=16 threads with a default of 8, a budget of 16; the interactive pool at
 /// a quarter of a core, 32 batch queues always ready. The batch pool takes the idle cores
-/// at the first step and keeps them (YDB's rules left it at 5–6 threads); the interactive
-/// pool goes back toward its minimum one thread per step.
+/// at the first step and keeps them (YDB's rules left it at 5–6 threads), all but the one
+/// the interactive pool uses in part; the interactive pool goes back toward its minimum
+/// one thread per step.
 #[test]
 fn the_bench_on_sixteen_cores_gives_the_batch_pool_the_idle_cores_at_once() {
     let mut interactive = MockPool::new(1, 8, 16);
@@ -753,7 +771,8 @@ fn the_bench_on_sixteen_cores_gives_the_batch_pool_the_idle_cores_at_once() {
         b.pools[1].ready = 32 - running;
         b.harmonize_after(100_000);
         let counts = b.counts();
-        assert!(counts[1] >= 15, "step {step}: {counts:?}");
+        // 15 batch threads: the 16th core stays with the interactive pool.
+        assert_eq!(counts[1], 15, "step {step}: {counts:?}");
         assert_eq!(
             counts[0],
             (7usize.saturating_sub(step)).max(1),

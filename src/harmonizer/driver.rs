@@ -168,7 +168,13 @@ impl HarmonizerBuilder {
         }
         let origin = Instant::now();
         // The starting point of every history: the first step has a period measured.
-        model.prime(0, &readings(&self.pools, &pool_samples(&self.pools)));
+        let first = pool_samples(&self.pools);
+        model.prime(0, &readings(&self.pools, &first));
+        let lending: Vec<bool> = self
+            .pools
+            .iter()
+            .map(|p| p.limits().has_shared_thread)
+            .collect();
         let n = self.pools.len();
         let inner = Arc::new(Inner {
             pools: self.pools,
@@ -181,6 +187,8 @@ impl HarmonizerBuilder {
                 model,
                 last_latency: vec![LatencyHistogram::default(); n],
                 reported: vec![OperationCounts::default(); n],
+                lent: first.iter().map(|s| (s.lent_busy_ns, 0)).collect(),
+                lending,
             }),
             stats: Mutex::new(HarmonizerStats::default()),
             history: Mutex::new(std::collections::VecDeque::with_capacity(HISTORY_LEN)),
@@ -236,20 +244,21 @@ fn readings(pools: &[Arc<dyn ElasticPool>], samples: &[PoolSample]) -> Vec<PoolR
         .collect()
 }
 
+/// The pools that pool `i`'s shared thread serves: the others, most important first
+/// (priority descending, then order of addition).
+fn lend_targets(pools: &[Arc<dyn ElasticPool>], i: usize) -> Vec<Arc<dyn ElasticPool>> {
+    let mut order: Vec<usize> = (0..pools.len()).filter(|&j| j != i).collect();
+    let prio: Vec<i32> = pools.iter().map(|p| p.limits().priority).collect();
+    order.sort_by(|&a, &b| prio[b].cmp(&prio[a]).then(a.cmp(&b)));
+    order.into_iter().map(|j| pools[j].clone()).collect()
+}
+
 /// Lends the shared thread of every pool that has one to the other pools, most
 /// important first (priority descending, then order of addition).
 fn install(inner: &Arc<Inner>) {
-    let mut order: Vec<usize> = (0..inner.pools.len()).collect();
-    let prio: Vec<i32> = inner.pools.iter().map(|p| p.limits().priority).collect();
-    order.sort_by(|&a, &b| prio[b].cmp(&prio[a]).then(a.cmp(&b)));
     for (i, p) in inner.pools.iter().enumerate() {
         if p.limits().has_shared_thread {
-            let targets = order
-                .iter()
-                .filter(|&&j| j != i)
-                .map(|&j| inner.pools[j].clone())
-                .collect();
-            p.set_lend_targets(targets);
+            p.set_lend_targets(lend_targets(&inner.pools, i));
         }
     }
     let weak: Weak<Inner> = Arc::downgrade(inner);
@@ -275,6 +284,11 @@ struct StepState {
     last_latency: Vec<LatencyHistogram>,
     /// Operation counts already added to each pool's `HarmonizerCounters`.
     reported: Vec<OperationCounts>,
+    /// Per pool: its shared thread's time on other pools (cumulative, ns) at the last
+    /// step, and that step's instant (µs).
+    lent: Vec<(u64, u64)>,
+    /// Per pool: whether its shared thread may lend itself now.
+    lending: Vec<bool>,
 }
 
 /// The deadline of the next step, shared by the ticks.
@@ -329,6 +343,40 @@ impl Inner {
         let mut stats = self.stats.lock();
         stats.total_cores = state.model.total_cores();
         stats.pools = state.model.pool_stats();
+    }
+
+    /// A shared thread lends itself only while the budget, without what it lent in the
+    /// last period, has a whole core free: lent on a machine whose cores are taken, it
+    /// would only time-slice with the other pools' threads (and its own pool's).
+    fn gate_lending(
+        &self,
+        state: &mut StepState,
+        samples: &[PoolSample],
+        now_us: u64,
+        budget_ls: f64,
+    ) {
+        for (i, p) in self.pools.iter().enumerate() {
+            if !p.limits().has_shared_thread {
+                continue;
+            }
+            let (lent_before, at) = state.lent[i];
+            let lent_now = samples[i].lent_busy_ns;
+            state.lent[i] = (lent_now, now_us);
+            let period_ns = now_us.saturating_sub(at).saturating_mul(1000);
+            if period_ns == 0 {
+                continue;
+            }
+            let lent = lent_now.saturating_sub(lent_before) as f64 / period_ns as f64;
+            let lend = budget_ls + lent.min(1.0) >= 1.0;
+            if lend != state.lending[i] {
+                state.lending[i] = lend;
+                p.set_lend_targets(if lend {
+                    lend_targets(&self.pools, i)
+                } else {
+                    Vec::new()
+                });
+            }
+        }
     }
 
     /// One step at `now_us` (microseconds since `origin`), under the step lock.
@@ -390,6 +438,7 @@ impl Inner {
             st.latency_max = period.quantile(1.0);
         }
         let g = state.model.globals;
+        self.gate_lending(state, &samples, now_us, g.budget_ls);
         let snapshot = HarmonizerStats {
             iterations: g.iteration,
             total_cores: g.total_cores,

@@ -94,7 +94,10 @@
 //! A pool whose limits say it has a shared thread lends it, when the pool has no work, to
 //! the other pools of the harmonizer, most important first (its
 //! [`set_lend_targets`](crate::dispatcher::elastic::ElasticPool::set_lend_targets));
-//! the slices are bounded by the pool (YDB's 100 ms soft deadline). A pool whose only
+//! the slices are bounded by the pool (YDB's 100 ms soft deadline). It lends itself only
+//! while the last second's budget, without what it lent, has a whole core free (checked
+//! at each step): lent on a machine whose cores the pools take, it would only time-slice
+//! with their threads (departure: YDB sizes foreign slots by the pools' counts). A pool whose only
 //! thread is its shared thread waits for the foreign demand that thread has in hand
 //! before its own work runs: give a latency-bound pool at least one full thread besides it
 //! (a minimum of 2), as YDB's pools have full threads plus a shared one.

@@ -40,8 +40,9 @@
 //! # The step (once per period)
 //!
 //! 1. Starvation present and the pools overbooking the last second's budget by more than
-//!    half a core beyond the threads still stopping: starved and other pools above their default shed
-//!    threads, **least important first**, down to their default, until that is covered.
+//!    half a core beyond the threads still stopping: starved and other pools above their
+//!    default shed threads, **least important first**, down to their default, until that
+//!    is covered.
 //! 2. Otherwise, unless starvation is present *and* the pools overbook the last second's
 //!    budget: each needy pool, **most important first**, gains the threads it can use —
 //!    as many as its ready queues (at least one), up to its maximum — as far as the budget
@@ -97,10 +98,10 @@
 //! the slices are bounded by the pool (YDB's 100 ms soft deadline). It lends itself only
 //! while the last second's budget, without what it lent, has a whole core free (checked
 //! at each step): lent on a machine whose cores the pools take, it would only time-slice
-//! with their threads (departure: YDB sizes foreign slots by the pools' counts). A pool whose only
-//! thread is its shared thread waits for the foreign demand that thread has in hand
-//! before its own work runs: give a latency-bound pool at least one full thread besides it
-//! (a minimum of 2), as YDB's pools have full threads plus a shared one.
+//! with their threads (departure: YDB sizes foreign slots by the pools' counts). A pool
+//! whose only thread is its shared thread waits for the foreign demand that thread has in
+//! hand before its own work runs: give a latency-bound pool at least one full thread
+//! besides it (a minimum of 2), as YDB's pools have full threads plus a shared one.
 //!
 //! # Why YDB's rules left cores idle (issue 32)
 //!

@@ -2,11 +2,13 @@
 //! moves to pool `b`. Every second the example prints each pool's thread count, its CPU
 //! (last second, in cores), its time not parked, its state and its activation latency
 //! (p99 of the last period: time from a queue's becoming ready to its first demand on a
-//! thread). The loaded pool gains threads while the CPU budget allows; the idle one gives
-//! them back. Ends by itself after about 9 s.
+//! thread). The loaded pool gets the threads it can use (its ready queues) at the first
+//! step, as far as the CPU budget allows; the idle one gives them back, one per step.
+//! Ends by itself after about 9 s; debug and release builds decide alike.
 //!
 //! On a machine busy with other work the OS preempts the pools' threads: the harmonizer
-//! then sees CPU time below busy time, calls the pool "starved", and does not grow it.
+//! then sees CPU time below busy time and calls the pool "starved"; it keeps its threads
+//! as long as the pools do not outnumber the budget (the CPU goes to the other work).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

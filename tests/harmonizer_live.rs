@@ -4,10 +4,11 @@
 //! Only directions and bounds are asserted, each awaited with a generous deadline.
 //!
 //! The test machine is shared with other builds, so the OS preempts our threads at
-//! random; the harmonizer rightly treats a preempted pool as starved and does not grow
-//! it. To test the thread moves themselves, each pool is wrapped so that it reports its
-//! CPU time equal to its busy time (the preemption signal masked); everything else —
-//! threads, busy time, ticks on the workers, count changes — is real.
+//! random; the harmonizer treats a preempted pool as starved (and sheds its extra threads
+//! when the pools overbook the budget). To test the thread moves themselves, each pool is
+//! wrapped so that it reports its CPU time equal to its busy time (the preemption signal
+//! masked); everything else — threads, busy time, ticks on the workers, count changes —
+//! is real.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -232,4 +233,51 @@ fn a_thread_pool_and_an_adv_thread_pool_share_one_budget_and_idle_ones_shrink_to
     }
     assert_eq!(interactive.elastic().unwrap().thread_count(), 1);
     assert_eq!(batch.elastic().unwrap().thread_count(), 1);
+}
+
+/// A pool's samples show a thread busy while it runs events back to back on one queue
+/// (no other queue waiting, so it never asks for work and never brought its figures up to
+/// date: it looked idle, and the harmonizer shrank its pool as hoggish).
+#[test]
+fn a_thread_that_keeps_one_queue_of_long_events_is_seen_busy() {
+    let pool = thread_pool::Builder::new()
+        .name("one")
+        .thread_limits(1, 1, 1)
+        .build()
+        .unwrap();
+    let e = pool.elastic().unwrap();
+    let on = Arc::new(AtomicBool::new(true));
+    let done = Arc::new(AtomicU64::new(0));
+    let wrapped = WrappedEnv::new(|_| {}).unwrap();
+    let mbox = wrapped
+        .environment()
+        .introduce_coop(|coop| {
+            coop.add_agent_with_binder(
+                Burner {
+                    on: on.clone(),
+                    done: done.clone(),
+                },
+                pool.binder_with(BindParams::new().fifo(Fifo::Individual)),
+            )
+        })
+        .unwrap();
+    send(&mbox, Burn).unwrap();
+    wait_for("the burner to run", Duration::from_secs(60), || {
+        done.load(Ordering::Relaxed) > 0
+    });
+    let busy = |s: &PoolSample| s.threads.iter().map(|t| t.busy_ns).sum::<u64>();
+    let (s0, t0) = (e.sample(), Instant::now());
+    std::thread::sleep(Duration::from_millis(300));
+    let (s1, wall) = (e.sample(), t0.elapsed());
+    let seen = Duration::from_nanos(busy(&s1) - busy(&s0));
+    on.store(false, Ordering::Relaxed);
+    // Busy time is wall time not parked: it grows with the wall clock even when the OS
+    // preempts the thread.
+    assert!(
+        seen >= wall / 2,
+        "busy {seen:?} in {wall:?} of back-to-back events"
+    );
+    let cpu = |s: &PoolSample| s.threads.iter().map(|t| t.cpu_ns).sum::<u64>();
+    assert!(cpu(&s1) >= cpu(&s0));
+    wrapped.stop_then_join().unwrap();
 }

@@ -22,6 +22,8 @@ struct MockPool {
     threads: Mutex<Vec<ThreadSample>>,
     counters: HarmonizerCounters,
     tick: Mutex<Option<Tick>>,
+    /// The lend targets set last (how many), if any were set.
+    lend: Mutex<Option<usize>>,
 }
 
 impl MockPool {
@@ -33,7 +35,14 @@ impl MockPool {
             threads: Mutex::new(vec![ThreadSample::default(); max]),
             counters: HarmonizerCounters::default(),
             tick: Mutex::new(None),
+            lend: Mutex::new(None),
         })
+    }
+    /// The same pool with a shared thread.
+    fn with_shared_thread(name: &str, min: usize, default: usize, max: usize) -> Arc<MockPool> {
+        let mut p = Arc::into_inner(MockPool::new(name, min, default, max)).unwrap();
+        p.limits.has_shared_thread = true;
+        Arc::new(p)
     }
     /// Threads `0..n` busy (and on CPU) for `secs` more seconds.
     fn busy(&self, n: usize, secs: u64) {
@@ -58,8 +67,14 @@ impl ElasticPool for MockPool {
         *self.count.lock() = self.limits.clamp(n);
     }
     fn sample(&self) -> PoolSample {
+        // As a real pool: the first `count` slots hold a thread.
+        let count = self.thread_count();
+        let mut threads = self.threads.lock().clone();
+        for (i, t) in threads.iter_mut().enumerate() {
+            t.running = i < count;
+        }
         PoolSample {
-            threads: self.threads.lock().clone(),
+            threads,
             target_threads: self.thread_count(),
             running_threads: self.thread_count(),
             ..PoolSample::default()
@@ -74,7 +89,9 @@ impl ElasticPool for MockPool {
     fn run_foreign_slice(&self, _deadline: Instant) -> usize {
         0
     }
-    fn set_lend_targets(&self, _targets: Vec<Arc<dyn ElasticPool>>) {}
+    fn set_lend_targets(&self, targets: Vec<Arc<dyn ElasticPool>>) {
+        *self.lend.lock() = Some(targets.len());
+    }
 }
 
 fn counts(pools: &[Arc<MockPool>]) -> Vec<usize> {
@@ -242,5 +259,56 @@ fn test_harmonizer_iteration_stats_to_needy_next_to_hoggish() {
     assert_eq!(
         history.last().unwrap().iterations,
         2 + agentbox::harmonizer::HISTORY_LEN as u64
+    );
+}
+
+/// The harmonizer reads its pools when it is built: its first step, one period later,
+/// has a whole period measured and acts on it (it used to be only the starting point, so
+/// a loaded pool waited two periods, two seconds by default, for its first thread).
+#[test]
+fn the_first_step_acts_on_the_first_period() {
+    let pools = vec![MockPool::new("a", 1, 1, 4)];
+    let h = Harmonizer::builder()
+        .pool(pools[0].clone())
+        .cpu_budget(4.0)
+        .build()
+        .unwrap();
+    let t0 = h.origin();
+    pools[0].busy(1, 1);
+    h.harmonize_at(t0 + Duration::from_secs(1));
+    assert!(h.stats().pools[0].is_needy);
+    assert_eq!(counts(&pools), [2]);
+}
+
+/// A shared thread lends itself only while the budget has a whole core free without it:
+/// lent on a machine whose cores the pools take, it would only time-slice with their
+/// threads. The harmonizer takes the targets away and gives them back as the load goes.
+#[test]
+fn a_shared_thread_lends_only_while_a_core_is_free() {
+    let pools = vec![
+        MockPool::with_shared_thread("s", 1, 1, 2),
+        MockPool::new("b", 1, 1, 2),
+    ];
+    let h = build(&pools);
+    assert_eq!(*pools[0].lend.lock(), Some(1), "lent from the start");
+    let t0 = h.origin();
+    let s = Duration::from_secs(1);
+    // `b` busy on one thread: one core free.
+    pools[1].busy(1, 1);
+    h.harmonize_at(t0 + s);
+    assert_eq!(*pools[0].lend.lock(), Some(1));
+    // `b` busy on two threads: no core free, no lending.
+    pools[1].set_thread_count(2);
+    pools[1].busy(2, 1);
+    h.harmonize_at(t0 + 2 * s);
+    assert_eq!(*pools[0].lend.lock(), Some(0));
+    // `b` idle again: lending again.
+    h.harmonize_at(t0 + 3 * s);
+    assert_eq!(*pools[0].lend.lock(), Some(1));
+    drop(h);
+    assert_eq!(
+        *pools[0].lend.lock(),
+        Some(0),
+        "the harmonizer's drop ends lending"
     );
 }

@@ -1,19 +1,24 @@
 //! The talk's claim (YDB's harmonizer): an interactive pool of short events beside a batch
 //! pool of long CPU-bound events on the same machine.
 //!
-//! Three set-ups, each pool sized for its peak (`cores` threads at most):
+//! Three set-ups, each pool sized for its peak (`cores` threads at most; `cores` is the
+//! machine's, or `--threads N` to size the pools for `N` cores):
 //! - `fixed`: both pools run `cores` threads all the time (2 × cores threads on `cores`
 //!   cores: the OS time-slices them, and interactive events wait behind batch events);
 //! - `harmonized`: the same maxima, defaults `cores / 2` and `cores − cores / 2`, and a
 //!   harmonizer with a budget of `cores` (period 100 ms) moves threads by measured load;
 //! - `shared`: as `harmonized`, and each pool has a shared thread that serves the other
-//!   pool when its own has no work.
+//!   pool when its own has no work; the interactive pool keeps at least one full thread
+//!   besides its shared thread (YDB's shape: full threads plus a shared one), so that its
+//!   events never wait for the batch event its shared thread has in hand.
 //!
 //! Load: the batch pool runs 2 ms events back to back on `2 × cores` agents; the
 //! interactive pool gets 50 µs events from a generator thread at a fixed rate (0.1 core
 //! in a first phase, 0.25 core in the second), spread over 8 agents. Measured:
 //! interactive activation latency (send to handler start), p50 and p99 over both phases,
-//! and the batch events per second.
+//! and the batch events per second. At the end of each set-up the harmonizer's counters
+//! are printed (as `#` comments). `--quick` runs each set-up three times: the `RESULT`
+//! lines give the median, the comments every run.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -21,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use agentbox::dispatcher::elastic::ThreadLimits;
 use agentbox::dispatcher::thread_pool;
-use agentbox::harmonizer::Harmonizer;
+use agentbox::harmonizer::{Harmonizer, HarmonizerStats};
 use agentbox::prelude::*;
 use agentbox::{BindParams, DispatcherHandle, Fifo, WrappedEnv};
 
@@ -34,7 +39,7 @@ pub enum Mode {
 }
 
 /// What one run measured.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Outcome {
     pub p50_us: f64,
     pub p99_us: f64,
@@ -43,6 +48,8 @@ pub struct Outcome {
     pub batch_per_s: f64,
     pub interactive_threads_end: usize,
     pub batch_threads_end: usize,
+    /// The harmonizer's figures at the end (`None`: fixed pools).
+    pub stats: Option<HarmonizerStats>,
 }
 
 fn burn(d: Duration) {
@@ -97,22 +104,34 @@ impl Agent for InteractiveAgent {
 
 fn pool(name: &str, mode: Mode, cores: usize, default: usize, priority: i32) -> DispatcherHandle {
     let b = thread_pool::Builder::new().name(name);
+    // The interactive pool (priority 1) with a shared thread keeps a full thread too.
+    let min = if mode == Mode::Shared && priority > 0 {
+        2
+    } else {
+        1
+    };
     let b = match mode {
         Mode::Fixed => b.threads(cores),
         Mode::Harmonized | Mode::Shared => b.limits(ThreadLimits {
             priority,
             has_shared_thread: mode == Mode::Shared,
-            ..ThreadLimits::new(1, default, cores)
+            ..ThreadLimits::new(min, default.max(min), cores.max(min))
         }),
     };
     b.build().expect("pool")
 }
 
-/// Runs one set-up: `phase1` with light interactive load, then `phase2` with heavy.
-pub fn run(mode: Mode, phase1: Duration, phase2: Duration) -> Outcome {
-    let cores = std::thread::available_parallelism()
+/// The machine's cores (at least 2).
+pub fn machine_cores() -> usize {
+    std::thread::available_parallelism()
         .map_or(2, |n| n.get())
-        .max(2);
+        .max(2)
+}
+
+/// Runs one set-up with pools sized for `cores`: `phase1` with light interactive load,
+/// then `phase2` with heavy.
+pub fn run(mode: Mode, cores: usize, phase1: Duration, phase2: Duration) -> Outcome {
+    let cores = cores.max(2);
     let interactive = pool("interactive", mode, cores, cores / 2, 1);
     let batch = pool("batch", mode, cores, cores - cores / 2, 0);
     let harmonizer = (mode != Mode::Fixed).then(|| {
@@ -187,8 +206,8 @@ pub fn run(mode: Mode, phase1: Duration, phase2: Duration) -> Outcome {
     while latencies.lock().map_or(0, |l| l.len()) < sent as usize && Instant::now() < drain_end {
         std::thread::sleep(Duration::from_millis(5));
     }
-    let ends = harmonizer.as_ref().map_or((cores, cores), |h| {
-        let st = h.stats();
+    let stats = harmonizer.as_ref().map(Harmonizer::stats);
+    let ends = stats.as_ref().map_or((cores, cores), |st| {
         (
             st.pools[0].current_thread_count,
             st.pools[1].current_thread_count,
@@ -213,6 +232,7 @@ pub fn run(mode: Mode, phase1: Duration, phase2: Duration) -> Outcome {
         batch_per_s: batch_done as f64 / elapsed.as_secs_f64(),
         interactive_threads_end: ends.0,
         batch_threads_end: ends.1,
+        stats,
     }
 }
 
@@ -237,41 +257,105 @@ pub fn step_cost(steps: u32) -> Duration {
     start.elapsed() / steps
 }
 
-/// Runs the three set-ups and prints their `RESULT` lines (plus p50 and thread counts
-/// as comments).
+/// `--threads N` from the command line: the cores the pools are sized for.
+fn threads_arg() -> Option<usize> {
+    let args: Vec<String> = std::env::args().collect();
+    let i = args.iter().position(|a| a == "--threads")?;
+    match args.get(i + 1).map(|v| v.parse::<usize>()) {
+        Some(Ok(n)) if n >= 1 => Some(n),
+        _ => {
+            eprintln!("--threads wants a number of cores of at least 1; using the machine's");
+            None
+        }
+    }
+}
+
+/// The harmonizer's counters and states at the end of a set-up, as `#` comments.
+fn print_counters(tag: &str, st: &HarmonizerStats) {
+    println!(
+        "#   {tag} harmonizer: {} steps, budget {:.2} (last second {:.2}) of {} cores, lost cpu {:.2}",
+        st.iterations, st.budget, st.budget_last_second, st.total_cores, st.lost_cpu
+    );
+    for p in &st.pools {
+        let ops: Vec<String> = p
+            .counters
+            .named()
+            .iter()
+            .map(|(n, v)| format!("{n}={v}"))
+            .collect();
+        println!(
+            "#   {tag} {}: {} threads ({}..={}), {}, elapsed {:.2} cpu {:.2} (last second {:.2} / {:.2}), potential max {:.1}; {}",
+            p.name,
+            p.current_thread_count,
+            p.min_thread_count,
+            p.max_thread_count,
+            p.state_name(),
+            p.elapsed,
+            p.cpu,
+            p.last_second_elapsed,
+            p.last_second_cpu,
+            p.potential_max_thread_count,
+            ops.join(" ")
+        );
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Runs the three set-ups and prints their `RESULT` lines (plus p50, thread counts and
+/// the harmonizer's counters as comments). `--threads N` sizes the pools for `N` cores;
+/// `quick` runs each set-up three times (short phases) and reports the median.
 pub fn report(quick: bool) {
     let step = step_cost(if quick { 2_000 } else { 20_000 });
     println!(
         "RESULT name=harmonizer_step value={:.2} unit=us",
         step.as_nanos() as f64 / 1000.0
     );
-    let (p1, p2) = if quick {
-        (Duration::from_millis(500), Duration::from_millis(1200))
+    let (p1, p2, reps) = if quick {
+        (Duration::from_millis(500), Duration::from_millis(1200), 3)
     } else {
-        (Duration::from_secs(2), Duration::from_secs(6))
+        (Duration::from_secs(2), Duration::from_secs(6), 1)
     };
+    let cores = threads_arg().unwrap_or_else(machine_cores);
+    println!(
+        "# harmonizer: pools sized for {cores} cores ({} here), {reps} run(s) per set-up",
+        machine_cores()
+    );
     for (mode, tag) in [
         (Mode::Fixed, "fixed"),
         (Mode::Harmonized, "harmonized"),
         (Mode::Shared, "shared"),
     ] {
-        let o = run(mode, p1, p2);
-        println!(
-            "# harmonizer {tag}: p50 {:.0} us, {}/{} interactive events handled, threads at \
-             the end interactive {} batch {}",
-            o.p50_us,
-            o.interactive_events,
-            o.interactive_sent,
-            o.interactive_threads_end,
-            o.batch_threads_end
-        );
+        let (mut p99s, mut batches) = (Vec::new(), Vec::new());
+        for rep in 1..=reps {
+            let o = run(mode, cores, p1, p2);
+            println!(
+                "# harmonizer {tag} run {rep}: p99 {:.0} us, p50 {:.0} us, batch {:.0} events/s, \
+                 {}/{} interactive events handled, threads at the end interactive {} batch {}",
+                o.p99_us,
+                o.p50_us,
+                o.batch_per_s,
+                o.interactive_events,
+                o.interactive_sent,
+                o.interactive_threads_end,
+                o.batch_threads_end
+            );
+            if let Some(st) = &o.stats {
+                print_counters(tag, st);
+            }
+            p99s.push(o.p99_us);
+            batches.push(o.batch_per_s);
+        }
         println!(
             "RESULT name=harmonizer_p99_{tag} value={:.0} unit=us",
-            o.p99_us
+            median(p99s)
         );
         println!(
             "RESULT name=harmonizer_batch_{tag} value={:.0} unit=events/s",
-            o.batch_per_s
+            median(batches)
         );
     }
 }

@@ -125,6 +125,8 @@ pub struct ThreadSample {
     pub cpu_ns: u64,
     /// Wall time parked waiting for work.
     pub parked_ns: u64,
+    /// The part of `busy_ns` spent spinning, looking for work before parking.
+    pub spin_ns: u64,
     /// Demands run (added when the thread next asks for work, like the busy time).
     pub events: u64,
     /// Whether a thread occupies this slot now.

@@ -27,7 +27,7 @@ use thiserror::Error;
 
 use super::model::{Model, PoolReading, PoolSpec, ThreadReading};
 use super::stats::{HarmonizerStats, OperationCounts};
-use crate::dispatcher::elastic::{ElasticPool, LatencyHistogram, Tick};
+use crate::dispatcher::elastic::{ElasticPool, LatencyHistogram, PoolSample, Tick};
 use crate::DispatcherHandle;
 
 /// Why a [`Harmonizer`] could not be built.
@@ -167,6 +167,14 @@ impl HarmonizerBuilder {
             p.set_thread_count(l.default);
         }
         let origin = Instant::now();
+        // The starting point of every history: the first step has a period measured.
+        let first = pool_samples(&self.pools);
+        model.prime(0, &readings(&self.pools, &first));
+        let lending: Vec<bool> = self
+            .pools
+            .iter()
+            .map(|p| p.limits().has_shared_thread)
+            .collect();
         let n = self.pools.len();
         let inner = Arc::new(Inner {
             pools: self.pools,
@@ -179,6 +187,8 @@ impl HarmonizerBuilder {
                 model,
                 last_latency: vec![LatencyHistogram::default(); n],
                 reported: vec![OperationCounts::default(); n],
+                lent: first.iter().map(|s| (s.lent_busy_ns, 0)).collect(),
+                lending,
             }),
             stats: Mutex::new(HarmonizerStats::default()),
             history: Mutex::new(std::collections::VecDeque::with_capacity(HISTORY_LEN)),
@@ -196,20 +206,59 @@ fn micros(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
+fn pool_samples(pools: &[Arc<dyn ElasticPool>]) -> Vec<PoolSample> {
+    pools.iter().map(|p| p.sample()).collect()
+}
+
+/// The model's readings of the pools' samples.
+fn readings(pools: &[Arc<dyn ElasticPool>], samples: &[PoolSample]) -> Vec<PoolReading> {
+    pools
+        .iter()
+        .zip(samples)
+        .map(|(p, s)| PoolReading {
+            full: p.thread_count(),
+            threads: s
+                .threads
+                .iter()
+                .map(|t| {
+                    // Spinning is waiting for work: left out of both figures (it is
+                    // CPU the thread gives up as soon as another thread wants it).
+                    let spin = t.spin_ns.min(t.busy_ns);
+                    let elapsed_s = (t.busy_ns - spin) as f64 / 1e9;
+                    // Without a thread CPU clock, CPU time reads 0: take busy time.
+                    let cpu_s = if t.cpu_ns == 0 {
+                        elapsed_s
+                    } else {
+                        t.cpu_ns.saturating_sub(spin) as f64 / 1e9
+                    };
+                    ThreadReading {
+                        cpu_s,
+                        elapsed_s,
+                        running: Some(t.running),
+                    }
+                })
+                .collect(),
+            ready_queues: s.ready_queues,
+            stopping: s.running_threads.saturating_sub(s.target_threads),
+        })
+        .collect()
+}
+
+/// The pools that pool `i`'s shared thread serves: the others, most important first
+/// (priority descending, then order of addition).
+fn lend_targets(pools: &[Arc<dyn ElasticPool>], i: usize) -> Vec<Arc<dyn ElasticPool>> {
+    let mut order: Vec<usize> = (0..pools.len()).filter(|&j| j != i).collect();
+    let prio: Vec<i32> = pools.iter().map(|p| p.limits().priority).collect();
+    order.sort_by(|&a, &b| prio[b].cmp(&prio[a]).then(a.cmp(&b)));
+    order.into_iter().map(|j| pools[j].clone()).collect()
+}
+
 /// Lends the shared thread of every pool that has one to the other pools, most
 /// important first (priority descending, then order of addition).
 fn install(inner: &Arc<Inner>) {
-    let mut order: Vec<usize> = (0..inner.pools.len()).collect();
-    let prio: Vec<i32> = inner.pools.iter().map(|p| p.limits().priority).collect();
-    order.sort_by(|&a, &b| prio[b].cmp(&prio[a]).then(a.cmp(&b)));
     for (i, p) in inner.pools.iter().enumerate() {
         if p.limits().has_shared_thread {
-            let targets = order
-                .iter()
-                .filter(|&&j| j != i)
-                .map(|&j| inner.pools[j].clone())
-                .collect();
-            p.set_lend_targets(targets);
+            p.set_lend_targets(lend_targets(&inner.pools, i));
         }
     }
     let weak: Weak<Inner> = Arc::downgrade(inner);
@@ -235,6 +284,11 @@ struct StepState {
     last_latency: Vec<LatencyHistogram>,
     /// Operation counts already added to each pool's `HarmonizerCounters`.
     reported: Vec<OperationCounts>,
+    /// Per pool: its shared thread's time on other pools (cumulative, ns) at the last
+    /// step, and that step's instant (µs).
+    lent: Vec<(u64, u64)>,
+    /// Per pool: whether its shared thread may lend itself now.
+    lending: Vec<bool>,
 }
 
 /// The deadline of the next step, shared by the ticks.
@@ -291,32 +345,44 @@ impl Inner {
         stats.pools = state.model.pool_stats();
     }
 
+    /// A shared thread lends itself only while the budget, without what it lent in the
+    /// last period, has a whole core free: lent on a machine whose cores are taken, it
+    /// would only time-slice with the other pools' threads (and its own pool's).
+    fn gate_lending(
+        &self,
+        state: &mut StepState,
+        samples: &[PoolSample],
+        now_us: u64,
+        budget_ls: f64,
+    ) {
+        for (i, p) in self.pools.iter().enumerate() {
+            if !p.limits().has_shared_thread {
+                continue;
+            }
+            let (lent_before, at) = state.lent[i];
+            let lent_now = samples[i].lent_busy_ns;
+            state.lent[i] = (lent_now, now_us);
+            let period_ns = now_us.saturating_sub(at).saturating_mul(1000);
+            if period_ns == 0 {
+                continue;
+            }
+            let lent = lent_now.saturating_sub(lent_before) as f64 / period_ns as f64;
+            let lend = budget_ls + lent.min(1.0) >= 1.0;
+            if lend != state.lending[i] {
+                state.lending[i] = lend;
+                p.set_lend_targets(if lend {
+                    lend_targets(&self.pools, i)
+                } else {
+                    Vec::new()
+                });
+            }
+        }
+    }
+
     /// One step at `now_us` (microseconds since `origin`), under the step lock.
     fn run_step(&self, state: &mut StepState, now_us: u64) {
         let samples: Vec<_> = self.pools.iter().map(|p| p.sample()).collect();
-        let readings: Vec<PoolReading> = self
-            .pools
-            .iter()
-            .zip(&samples)
-            .map(|(p, s)| PoolReading {
-                full: p.thread_count(),
-                threads: s
-                    .threads
-                    .iter()
-                    .map(|t| {
-                        let elapsed_s = t.busy_ns as f64 / 1e9;
-                        // Without a thread CPU clock, CPU time reads 0: take busy time.
-                        let cpu_s = if t.cpu_ns == 0 {
-                            elapsed_s
-                        } else {
-                            t.cpu_ns as f64 / 1e9
-                        };
-                        ThreadReading { cpu_s, elapsed_s }
-                    })
-                    .collect(),
-                stopping: s.running_threads.saturating_sub(s.target_threads),
-            })
-            .collect();
+        let readings = readings(&self.pools, &samples);
         let decisions = state.model.step(now_us, &readings, &[]);
         let mut pool_stats = state.model.pool_stats();
         for (i, p) in self.pools.iter().enumerate() {
@@ -372,6 +438,7 @@ impl Inner {
             st.latency_max = period.quantile(1.0);
         }
         let g = state.model.globals;
+        self.gate_lending(state, &samples, now_us, g.budget_ls);
         let snapshot = HarmonizerStats {
             iterations: g.iteration,
             total_cores: g.total_cores,
@@ -401,11 +468,12 @@ impl Inner {
 ///
 /// Each period, per pool (see the [module docs](super) for the thresholds):
 /// - **starved** (its threads are runnable but not running: the OS preempts them, or CPU
-///   is overbooked): when the budget is overdrawn it sheds its threads above its default,
-///   least important pools first;
-/// - **needy** (its CPU in the last second reached its thread count): it gains one thread
-///   while the budget allows, most important pools first; when the budget is spent, an
-///   extra thread moves to it from a less important pool (an exchange);
+///   is overbooked): when the pools overdraw the budget it sheds its threads above its
+///   default, least important pools first;
+/// - **needy** (its CPU in the last second reached its thread count, or every thread is
+///   busy and queues are ready): it gains the threads it can use (one per ready queue, at
+///   least one) while the budget allows, most important pools first; when the budget is
+///   spent, an extra thread moves to it from a less important pool (an exchange);
 /// - **hoggish** (at least one of its threads idle): it gives one thread back, toward its
 ///   minimum.
 ///

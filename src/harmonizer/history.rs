@@ -48,6 +48,8 @@ pub struct ValueHistory<const N: usize> {
     last_value: f64,
     tail_value: f64,
     tail_us: u64,
+    /// Time covered since the starting point, capped at `N` seconds.
+    covered_us: u64,
 }
 
 impl<const N: usize> Default for ValueHistory<N> {
@@ -71,6 +73,7 @@ impl<const N: usize> ValueHistory<N> {
             last_value: 0.0,
             tail_value: 0.0,
             tail_us: 0,
+            covered_us: 0,
         }
     }
 
@@ -91,6 +94,10 @@ impl<const N: usize> ValueHistory<N> {
         // A decreasing cumulative value is a new origin, not a negative amount.
         let mut d_value = (value - last_value).max(0.0);
         let mut d_ts = ts_us - last_ts;
+        self.covered_us = self
+            .covered_us
+            .saturating_add(d_ts)
+            .min(N as u64 * SECOND_US);
         if d_ts > N as u64 * SECOND_US {
             let per_second = d_value * SECOND_US as f64 / d_ts as f64;
             self.slots = [per_second; N];
@@ -161,6 +168,39 @@ impl<const N: usize> ValueHistory<N> {
     /// The last second, tail included: YDB's `GetAvgPartForLastSeconds<true>(1)` ("LS").
     pub fn avg_last_second(&self) -> f64 {
         self.avg_with_tail(1)
+    }
+
+    /// Like [`avg_with_tail`](Self::avg_with_tail), but over the time covered since the
+    /// starting point when that is shorter than the window: a history started 300 ms ago
+    /// averages over those 300 ms, not over a window padded with seconds it never saw
+    /// (which [`avg_with_tail`](Self::avg_with_tail) counts as 0). 0 before any time is
+    /// covered. Equal to [`avg_with_tail`](Self::avg_with_tail) once the window is covered.
+    ///
+    /// ```
+    /// use agentbox::harmonizer::ValueHistory;
+    ///
+    /// let mut busy = ValueHistory::<8>::new();
+    /// busy.register(0, 0.0);
+    /// busy.register(300_000, 0.3); // busy all of the first 300 ms
+    /// assert!((busy.avg_last_second() - 0.3).abs() < 1e-9);
+    /// assert!((busy.avg_covered(1) - 1.0).abs() < 1e-9);
+    /// assert!((busy.avg_covered(8) - 1.0).abs() < 1e-9);
+    /// ```
+    pub fn avg_covered(&self, seconds: usize) -> f64 {
+        let seconds = seconds.clamp(1, N);
+        let window_us = seconds as u64 * SECOND_US;
+        if self.covered_us >= window_us {
+            return self.avg_with_tail(seconds);
+        }
+        if self.covered_us == 0 {
+            return 0.0;
+        }
+        self.avg_with_tail(seconds) * window_us as f64 / self.covered_us as f64
+    }
+
+    /// The time covered since the starting point, in microseconds, capped at `N` seconds.
+    pub fn covered_us(&self) -> u64 {
+        self.covered_us
     }
 
     /// The largest whole second of the window.

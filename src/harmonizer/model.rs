@@ -1,26 +1,33 @@
 //! The decision step (YDB's `THarmonizer::HarmonizeImpl`, revision L of the spec), pure:
 //! no threads, no clock reads. The driver feeds it readings and applies its answers.
 //!
-//! One step, at instant `ts`:
-//! 1. **Pull**: per thread, register cumulative CPU and elapsed seconds in a
-//!    `ValueHistory<8>`; per pool, sum the threads' 8-second average and last second
-//!    (LS), each rescaled by `x / 0.9` capped to `[0, 1]`, plus its shared-thread
-//!    figures; decide the flags: starved `IsStarved(elapsed, cpu) ∨
-//!    IsStarved(LS elapsed, LS cpu)` with `IsStarved(e, c) = max(e, c) > 0.1 ∧ (c < 0.7·e ∨
-//!    e − c > 0.5)`; needy `LS cpu ≥ thread count ∨ (LS cpu ≥ full + own + 0.5 ∧ full
-//!    threads' LS cpu ≥ full − 1)`; hoggish: not needy and the full threads' elapsed and LS
-//!    elapsed both `≤ full − 1`. Budget = Σ default thread counts − Σ elapsed; its LS twin
-//!    with LS elapsed; processing budget = LS budget − shared free CPU.
-//! 2. **Branch**: starvation present (a starved pool, or LS budget < −0.1) and overbooked
-//!    (−budget) ≥ threads still stopping → **starved**: least important pools first, each
-//!    above its default loses threads one by one until overbooked ≤ stopping. No
-//!    starvation → **needy**: most important first, a needy pool gains one thread while the
-//!    processing budget is > 0 and (with extra foreign CPU) ≥ 1, paying 1.
+//! One step, at instant `ts` (the module docs of `harmonizer` give the rules and where
+//! they depart from YDB's):
+//! 1. **Pull**: per thread slot with a thread, register cumulative CPU and elapsed
+//!    seconds in a `ValueHistory<8>` (started anew when a thread starts in an empty slot,
+//!    from the previous step); per pool, sum the threads' 8-second average and last
+//!    second (LS), each over the time measured and rescaled by `x / 0.9` capped to
+//!    `[0, 1]`, plus its shared-thread figures; decide the flags: starved
+//!    `IsStarved(elapsed, cpu) ∨ IsStarved(LS elapsed, LS cpu)` with `IsStarved(e, c) =
+//!    max(e, c) > 0.1 ∧ (c < 0.7·e ∨ (e − c > 0.5 ∧ c < 0.9·e))`; needy `LS cpu ≥ thread
+//!    count ∨ (LS cpu ≥ full + own + 0.5 ∧ full threads' LS cpu ≥ full − 1) ∨ (full
+//!    threads' LS cpu ≥ full − 0.5 ∧ ready queues > 0)`; hoggish: not needy and the full
+//!    threads' elapsed and LS elapsed both `≤ full − 1`. Budget = cores (or Σ default
+//!    thread counts) − Σ elapsed; its LS twin with LS elapsed; processing budget = LS
+//!    budget − shared free CPU.
+//! 2. **Branch**: starvation present (a starved pool, or LS budget < −1) and overbooked
+//!    (−LS budget − ½) > threads still stopping → **starved**: least important pools first,
+//!    each above its default loses threads one by one until overbooked ≤ stopping.
+//!    Otherwise, unless starvation is present with LS budget < 0 → **needy**: most
+//!    important first, a needy pool gains `min(ready queues (≥ 1), max − full,
+//!    ⌊processing budget (+ extra foreign CPU) + ½⌋)` threads while the processing budget
+//!    is > 0, paying 1 each.
 //! 3. **Exchange** when the processing budget is < 1: needy pools, most important first,
 //!    each gain one thread as long as the other pools hold enough threads above their
 //!    default; the promised threads are then taken from the least important pools, only
 //!    above their default.
-//! 4. **Hoggish**: each hoggish pool above its minimum with ≥ 1 free CPU loses one thread.
+//! 4. **Hoggish**: each hoggish pool above its minimum with ≥ 1 free CPU loses one thread
+//!    (not at a pool's first measured step).
 //! 5. **Potential max**: `min(max, full + max(0, budget − parked))` (floored without a
 //!    shared pool) plus the shared CPU it could get.
 //!
@@ -35,8 +42,12 @@ use super::stats::{OperationCounts, PoolHarmonizerStats};
 pub(crate) struct ThreadReading {
     /// OS CPU time of the thread.
     pub(crate) cpu_s: f64,
-    /// Time not parked (running or spinning, or runnable and preempted).
+    /// Time not parked (running, or runnable and preempted; the driver leaves spinning
+    /// out).
     pub(crate) elapsed_s: f64,
+    /// Whether a thread occupies the slot: `None` when the pool does not say (YDB's
+    /// mock: every slot counts); `Some(false)`: no thread, the slot counts nothing.
+    pub(crate) running: Option<bool>,
 }
 
 /// Static facts of one pool, in full threads (its own shared thread not counted).
@@ -79,6 +90,9 @@ pub(crate) struct PoolReading {
     pub(crate) threads: Vec<ThreadReading>,
     /// Threads told to stop that have not stopped yet.
     pub(crate) stopping: usize,
+    /// Queues ready and not taken by a thread when the pool was read: work that more
+    /// threads could start on now.
+    pub(crate) ready_queues: usize,
 }
 
 /// What a step decided for one pool.
@@ -101,7 +115,9 @@ struct Consumption {
 #[derive(Debug)]
 struct PoolState {
     spec: PoolSpec,
-    threads: Vec<(ValueHistory<8>, ValueHistory<8>)>,
+    /// Per thread slot: elapsed and CPU histories, and whether a thread ran in the slot at
+    /// the last reading (a thread starting in an empty slot starts its histories anew).
+    threads: Vec<(ValueHistory<8>, ValueHistory<8>, bool)>,
     used: ValueHistory<16>,
     elapsed: ValueHistory<16>,
     counters: OperationCounts,
@@ -113,9 +129,33 @@ fn rescale(x: f64) -> f64 {
     (x / 0.9).clamp(0.0, 1.0)
 }
 
+/// Starved: the threads got less CPU than 70 % of the time they were not parked, or lost
+/// more than half a core *and* more than a tenth of that time (YDB's second test, the
+/// absolute half core alone, judges every pool of 9 threads or more starved as soon as
+/// each loses 6 %: a helper thread of the process is enough).
 fn is_starved(elapsed: f64, cpu: f64) -> bool {
-    elapsed.max(cpu) > 0.1 && (cpu < 0.7 * elapsed || elapsed - cpu > 0.5)
+    elapsed.max(cpu) > 0.1
+        && (cpu < 0.7 * elapsed || (elapsed - cpu > 0.5 && cpu < LOST_SHARE * elapsed))
 }
+
+/// A pool loses CPU only when below this share of its elapsed time (with the half core).
+const LOST_SHARE: f64 = 0.9;
+
+/// Starvation is present when the last second's budget is below this (more than a whole
+/// core overbooked; YDB: −0.1). A grant may overbook by up to [`GRANT_ROUNDING`], so the
+/// gap between the two keeps a pool from gaining a thread at one step and losing it at the
+/// next.
+const OVERBOOKED_LS: f64 = -1.0;
+
+/// A thread is granted when the budget left covers all but this part of a core (YDB: the
+/// whole core). The pools' figures leave out parked and spinning time, so a pool that is
+/// mostly parked does not keep another *of equal or higher importance* from the last
+/// core; a less important pool leaves whole the cores a more important pool uses in part.
+const GRANT_ROUNDING: f64 = 0.5;
+
+/// A pool whose threads' last-second CPU is within this of its thread count has every
+/// thread busy (for the ready-queue need).
+const ALL_BUSY_MARGIN: f64 = 0.5;
 
 /// Global figures of the last step.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -142,6 +182,8 @@ pub(crate) struct Model {
     pub(crate) globals: Globals,
     /// The budget in cores; `None`: Σ default counts (YDB's).
     total_cores: Option<f64>,
+    /// The instant of the last step.
+    prev_ts: Option<u64>,
 }
 
 impl Model {
@@ -214,6 +256,34 @@ impl Model {
         order
     }
 
+    /// Takes `readings` at `ts_us` as the starting point of every history, deciding
+    /// nothing (no step is counted): the driver's first reading, when it is built, so that
+    /// its first step has a whole period measured.
+    pub(crate) fn prime(&mut self, ts_us: u64, readings: &[PoolReading]) {
+        let (mut sum_cpu, mut sum_el) = (0.0, 0.0);
+        for (pool, reading) in self.pools.iter_mut().zip(readings) {
+            if pool.threads.len() < reading.threads.len() {
+                pool.threads
+                    .resize_with(reading.threads.len(), Default::default);
+            }
+            let (mut acc_cpu, mut acc_el) = (0.0, 0.0);
+            for ((el_h, cpu_h, was_running), r) in pool.threads.iter_mut().zip(&reading.threads) {
+                acc_cpu += r.cpu_s;
+                acc_el += r.elapsed_s;
+                el_h.register(ts_us, r.elapsed_s);
+                cpu_h.register(ts_us, r.cpu_s);
+                *was_running = r.running != Some(false);
+            }
+            pool.used.register(ts_us, acc_cpu);
+            pool.elapsed.register(ts_us, acc_el);
+            sum_cpu += acc_cpu;
+            sum_el += acc_el;
+        }
+        self.used.register(ts_us, sum_cpu);
+        self.elapsed.register(ts_us, sum_el);
+        self.prev_ts = Some(ts_us);
+    }
+
     /// Runs one step at `ts_us` with one reading per pool (in pool order) and the shared
     /// threads' readings; returns one decision per pool.
     pub(crate) fn step(
@@ -236,6 +306,7 @@ impl Model {
             .collect();
 
         // 1. Pull.
+        let prev_ts = self.prev_ts.replace(ts_us);
         let mut pool_all = vec![Consumption::default(); n];
         let mut pool_full = vec![Consumption::default(); n];
         let (mut sum_cpu_total, mut sum_elapsed_total) = (0.0, 0.0);
@@ -243,6 +314,8 @@ impl Model {
         let mut stopping: f64 = 0.0;
         let mut starved_present = false;
         let mut needy_flags = vec![false; n];
+        // Threads each needy pool could use now beyond its count (at least 1).
+        let mut wanted = vec![1usize; n];
         let mut hoggish: Vec<(usize, f64)> = Vec::new();
         let (mut sum_e, mut sum_c, mut sum_ls_e) = (0.0, 0.0, 0.0);
         for i in 0..n {
@@ -254,21 +327,49 @@ impl Model {
             }
             let mut fc = Consumption::default();
             let (mut acc_cpu, mut acc_el) = (0.0, 0.0);
-            for (t, (el_h, cpu_h)) in pool.threads.iter_mut().enumerate() {
+            let mut measured = false;
+            for (t, (el_h, cpu_h, was_running)) in pool.threads.iter_mut().enumerate() {
                 let r = reading.threads.get(t).copied();
                 // A slot with no reading keeps its last value: its time goes on, idle.
-                let (el, cpu) = match r {
-                    Some(r) => (r.elapsed_s, r.cpu_s),
-                    None => (el_h.last_value(), cpu_h.last_value()),
+                let (el, cpu, running) = match r {
+                    Some(r) => (r.elapsed_s, r.cpu_s, r.running),
+                    None => (el_h.last_value(), cpu_h.last_value(), None),
                 };
-                el_h.register(ts_us, el);
-                cpu_h.register(ts_us, cpu);
                 acc_cpu += cpu;
                 acc_el += el;
-                fc.elapsed += rescale(el_h.avg());
-                fc.cpu += rescale(cpu_h.avg());
-                fc.ls_elapsed += rescale(el_h.avg_last_second());
-                fc.ls_cpu += rescale(cpu_h.avg_last_second());
+                match running {
+                    // No thread: the slot counts nothing (its figures are kept up to
+                    // date), and its next thread starts anew.
+                    Some(false) => {
+                        el_h.register(ts_us, el);
+                        cpu_h.register(ts_us, cpu);
+                        *was_running = false;
+                        continue;
+                    }
+                    Some(true) if !*was_running => {
+                        // A thread new in the slot: measured from the last step (when the
+                        // harmonizer started it), not over a window padded with the time
+                        // it did not exist.
+                        let (el0, cpu0) = (el_h.last_value(), cpu_h.last_value());
+                        *el_h = ValueHistory::new();
+                        *cpu_h = ValueHistory::new();
+                        if let Some(prev) = prev_ts.filter(|&p| p < ts_us) {
+                            el_h.register(prev, el0);
+                            cpu_h.register(prev, cpu0);
+                        }
+                        *was_running = true;
+                    }
+                    _ => {}
+                }
+                el_h.register(ts_us, el);
+                cpu_h.register(ts_us, cpu);
+                measured |= el_h.covered_us() > 0;
+                // Averages over the time measured (a window of 8 s and the last second,
+                // each shortened to the history's length while it is younger).
+                fc.elapsed += rescale(el_h.avg_covered(8));
+                fc.cpu += rescale(cpu_h.avg_covered(8));
+                fc.ls_elapsed += rescale(el_h.avg_covered(1));
+                fc.ls_cpu += rescale(cpu_h.avg_covered(1));
             }
             let mut ac = fc;
             let (mut quota, mut own) = (0.0, 0);
@@ -294,9 +395,14 @@ impl Model {
             let starved = is_starved(ac.elapsed, ac.cpu) || is_starved(ac.ls_elapsed, ac.ls_cpu);
             starved_present |= starved;
             let more_than_expected = ac.ls_cpu >= f + own as f64 + 0.5 && fc.ls_cpu >= f - 1.0;
-            let needy = ac.ls_cpu >= thread_count || more_than_expected;
+            // Measured need: every thread busy and queues ready that no thread took.
+            let all_busy = fc.ls_cpu >= f - ALL_BUSY_MARGIN;
+            let ready = if all_busy { reading.ready_queues } else { 0 };
+            let needy = ac.ls_cpu >= thread_count || more_than_expected || ready > 0;
+            wanted[i] = ready.max(1);
             let hog = !needy && fc.elapsed <= f - 1.0 && fc.ls_elapsed <= f - 1.0;
-            if hog {
+            // A pool with no time measured yet (the first step) has shown no idle thread.
+            if hog && measured {
                 hoggish.push((i, (f - fc.elapsed).min(f - fc.ls_elapsed)));
             }
             needy_flags[i] = needy;
@@ -333,8 +439,7 @@ impl Model {
         }
         let budget = total_cores - sum_e;
         let budget_ls = total_cores - sum_ls_e;
-        let overbooked = -budget;
-        if budget_ls < -0.1 {
+        if budget_ls < OVERBOOKED_LS {
             starved_present = true;
         }
         let mut processing_budget = budget_ls - free_cpu;
@@ -362,8 +467,16 @@ impl Model {
         });
         let mut still_needy = needy_flags.clone();
 
-        // 2. Starved or needy.
-        if starved_present && overbooked >= stopping {
+        // 2. Starved or needy. The pools shed only what they overbook beyond a grant's
+        // rounding (so that a grant is not undone at the next step), and starvation stops
+        // growth only while the pools overbook the budget: threads that lose CPU while
+        // they do not outnumber the budget lose it to other processes, and shedding or
+        // not growing would hand it to them.
+        // Overbooking is judged on the last second, as growth is: the 8-second average
+        // still counts a pool the load has left (YDB: the 8-second budget).
+        let overbooked = -budget_ls - GRANT_ROUNDING;
+        let growth_blocked = starved_present && budget_ls < 0.0;
+        if starved_present && overbooked > stopping {
             'pools: for &i in &order {
                 let quota = self.shared.as_ref().map_or(0.0, |s| s.pools[i].cpu_quota);
                 if pool_all[i].elapsed > full[i] as f64 + quota {
@@ -387,7 +500,7 @@ impl Model {
                     }
                 }
             }
-        } else if !starved_present {
+        } else if !growth_blocked {
             for &i in &needy_order {
                 let spec = &self.pools[i].spec;
                 let foreign = self
@@ -396,15 +509,29 @@ impl Model {
                     .map_or(0.0, |s| s.pools[i].foreign_elapsed);
                 let allowed = self.foreign_slots(i, full[i]).unwrap_or(0) as f64;
                 let extra_foreign = (foreign - (allowed - 1.0).max(0.0)).max(0.0);
-                if processing_budget > 0.0
-                    && processing_budget + extra_foreign >= 1.0
-                    && full[i] < spec.max_full
-                {
-                    full[i] += 1;
-                    self.pools[i].counters.increasing_threads_by_needy_state += 1;
-                    still_needy[i] = false;
-                    additional += 1;
-                    processing_budget -= 1.0;
+                // The cores that more important pools use in part stay theirs.
+                let reserved: f64 = (0..n)
+                    .filter(|&j| self.pools[j].spec.priority > spec.priority)
+                    .map(|j| {
+                        let e = pool_all[j].ls_elapsed;
+                        e.ceil() - e
+                    })
+                    .sum();
+                let budget_i = processing_budget - reserved;
+                if budget_i > 0.0 && full[i] < spec.max_full {
+                    // As many threads as it can use, as the budget covers (each within
+                    // `GRANT_ROUNDING` of a core), up to its maximum.
+                    let affordable = (budget_i + extra_foreign + GRANT_ROUNDING).floor().max(0.0);
+                    let k = wanted[i]
+                        .min(affordable as usize)
+                        .min(spec.max_full - full[i]);
+                    if k > 0 {
+                        full[i] += k;
+                        self.pools[i].counters.increasing_threads_by_needy_state += k as u64;
+                        still_needy[i] = false;
+                        additional += k as i64;
+                        processing_budget -= k as f64;
+                    }
                 }
             }
         }

@@ -42,6 +42,11 @@ struct SlotStats {
     /// starts at 0: the slot's figure goes on from where the last one stopped).
     cpu_base: AtomicU64,
     parked_ns: AtomicU64,
+    /// Part of `busy_ns` spent spinning for work.
+    spin_ns: AtomicU64,
+    /// When `busy_ns` was last brought up to date while the thread is busy (nanoseconds
+    /// since the pool's epoch, plus 1); 0 while it is parked or the slot is empty.
+    busy_mark: AtomicU64,
     events: AtomicU64,
 }
 
@@ -49,6 +54,15 @@ fn bump(a: &AtomicU64, by: u64) {
     a.store(
         a.load(Ordering::Relaxed).saturating_add(by),
         Ordering::Relaxed,
+    );
+}
+
+/// Adds to a slot's busy time, published after its busy mark: a reader that sees the new
+/// time sees the new mark.
+fn add_busy(s: &SlotStats, by: u64) {
+    s.busy_ns.store(
+        s.busy_ns.load(Ordering::Relaxed).saturating_add(by),
+        Ordering::Release,
     );
 }
 
@@ -270,6 +284,7 @@ impl ThreadCtl {
                 .saturating_sub(thread_cpu_ns()),
             Ordering::Relaxed,
         );
+        s.busy_mark.store(self.mark(now), Ordering::Relaxed);
         WorkerClock {
             slot,
             busy_since: now,
@@ -278,6 +293,11 @@ impl ThreadCtl {
             lending: false,
             spin: Spin::new(self.limits().spin_threshold),
         }
+    }
+
+    /// `at` as a busy mark: nanoseconds since the epoch, plus 1 (0 means "not busy").
+    fn mark(&self, at: Instant) -> u64 {
+        nanos(at.saturating_duration_since(self.epoch)).saturating_add(1)
     }
 
     fn read_cpu(&self, s: &SlotStats) {
@@ -318,7 +338,9 @@ impl ThreadCtl {
         let s = &self.stats[w.slot];
         loop {
             let now = Instant::now();
-            bump(&s.busy_ns, nanos(now - w.busy_since));
+            // The mark first, then the busy time (see `sample`).
+            s.busy_mark.store(self.mark(now), Ordering::Relaxed);
+            add_busy(s, nanos(now - w.busy_since));
             w.busy_since = now;
             if w.events > 0 {
                 bump(&s.events, w.events);
@@ -357,18 +379,25 @@ impl ThreadCtl {
             } else {
                 // Spin before parking (as busy time, as YDB counts it); a queue made ready
                 // meanwhile is taken by the next round of the loop.
-                if !ready.has_waiting() && w.spin.spin_until(|| ready.has_waiting()) {
-                    continue;
+                if !ready.has_waiting() {
+                    let t = Instant::now();
+                    let got = w.spin.spin_until(|| ready.has_waiting());
+                    bump(&s.spin_ns, nanos(t.elapsed()));
+                    if got {
+                        continue;
+                    }
                 }
                 None
             };
             // Park.
             self.read_cpu(s);
             let parked = Instant::now();
-            bump(&s.busy_ns, nanos(parked - w.busy_since));
+            s.busy_mark.store(0, Ordering::Relaxed);
+            add_busy(s, nanos(parked - w.busy_since));
             let got = ready.next_within(timeout);
             let woke = Instant::now();
             bump(&s.parked_ns, nanos(woke - parked));
+            s.busy_mark.store(self.mark(woke), Ordering::Relaxed);
             w.busy_since = woke;
             w.cpu_at = woke;
             match got {
@@ -450,19 +479,42 @@ impl ThreadCtl {
         Arc::new(Handle(self.clone()))
     }
 
+    /// The pool's figures now. A thread in the middle of a demand brings its own figures
+    /// up to date only when it next asks for work (a thread that keeps a queue of 2 ms
+    /// events for seconds would look idle): the time since its last update is added to
+    /// its busy and CPU time, as if it ran all of it.
     pub(crate) fn sample(&self) -> PoolSample {
         let occupied = self.slots.lock().0.clone();
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let now = self.mark(Instant::now());
         let threads = self
             .stats
             .iter()
             .zip(occupied)
-            .map(|(s, running)| ThreadSample {
-                busy_ns: l(&s.busy_ns),
-                cpu_ns: l(&s.cpu_ns),
-                parked_ns: l(&s.parked_ns),
-                events: l(&s.events),
-                running,
+            .map(|(s, running)| {
+                // The busy time first, then its mark (the thread writes them the other
+                // way round): an update between the two reads makes this read short (made
+                // up at the next), never long.
+                let busy = s.busy_ns.load(Ordering::Acquire);
+                let cpu = l(&s.cpu_ns);
+                let mark = s.busy_mark.load(Ordering::Relaxed);
+                let ongoing = if running && mark != 0 {
+                    now.saturating_sub(mark)
+                } else {
+                    0
+                };
+                ThreadSample {
+                    busy_ns: busy.saturating_add(ongoing),
+                    cpu_ns: if cpu == 0 {
+                        0
+                    } else {
+                        cpu.saturating_add(ongoing)
+                    },
+                    parked_ns: l(&s.parked_ns),
+                    spin_ns: l(&s.spin_ns),
+                    events: l(&s.events),
+                    running,
+                }
             })
             .collect();
         let mut latency = LatencyHistogram::default();

@@ -93,13 +93,26 @@ pub(crate) struct SerialQueue {
     spin: Duration,
     /// Length of the worker's local deque when its current burst began (a plain store per
     /// burst, for stats only).
-    round_len: StdAtomicUsize,
+    round_len: Apart<StdAtomicUsize>,
     /// Present when the dispatcher tracks activity.
     pub(crate) activity: Option<Activity>,
     /// The worker's table once it has stopped: counts what is pushed after.
     retired: Mutex<Option<AgentTable>>,
     /// Demands pushed on the worker itself, and those it took from the channel.
-    local: LocalDeque,
+    local: Apart<LocalDeque>,
+}
+
+/// A field the worker alone writes, on a cache line of its own: producers' read-modify-
+/// writes of `idle` would otherwise take the line from the worker at every send.
+#[repr(align(128))]
+struct Apart<T>(T);
+
+impl<T> std::ops::Deref for Apart<T> {
+    type Target = T;
+    #[inline(always)]
+    fn deref(&self) -> &T {
+        &self.0
+    }
 }
 
 impl SerialQueue {
@@ -110,10 +123,10 @@ impl SerialQueue {
             rx,
             idle: Idle::default(),
             spin,
-            round_len: StdAtomicUsize::new(0),
+            round_len: Apart(StdAtomicUsize::new(0)),
             activity: track.then(Activity::default),
             retired: Mutex::new(None),
-            local: LocalDeque(UnsafeCell::new(VecDeque::new())),
+            local: Apart(LocalDeque(UnsafeCell::new(VecDeque::new()))),
         })
     }
 
@@ -125,7 +138,7 @@ impl SerialQueue {
         // SAFETY: callers are on the thread that runs this queue (see `LocalDeque`), and
         // no access nests: `f` is one of this module's closures, which run no user code,
         // so the `&mut` is the only reference to the deque while it lives.
-        f(unsafe { &mut *self.local.0.get() })
+        f(unsafe { &mut *self.local.0 .0.get() })
     }
 
     fn key(&self) -> usize {

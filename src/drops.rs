@@ -2,6 +2,7 @@
 //! installed: the run-time stats report them, so that a `send` returning `Ok` while a
 //! filter, a limit or a redirect loop drops everything is visible in monitoring.
 
+use crate::environment::handle::{EnvLayer, EnvSide};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use ahash::AHashSet;
@@ -55,7 +56,7 @@ impl DropCounters {
     #[inline(never)]
     pub(crate) fn note(
         &self,
-        env: &crate::Environment,
+        env: &crate::environment::handle::Environment,
         (reason, agent_type, msg_type): DropKey,
         line: impl FnOnce() -> String,
     ) {
@@ -63,11 +64,14 @@ impl DropCounters {
         if !logged.lock().insert((reason, agent_type, msg_type)) {
             return;
         }
-        env.log_error(&format!(
-            "{} (logged once per agent type and message type for this reason; \
+        <EnvLayer as EnvSide>::log_error(
+            &env.0,
+            &format!(
+                "{} (logged once per agent type and message type for this reason; \
              `EnvParams::log_drops(false)` turns it off)",
-            line()
-        ));
+                line()
+            ),
+        );
     }
 
     pub(crate) fn snapshot(&self) -> DropCounts {

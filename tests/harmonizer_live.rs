@@ -281,3 +281,79 @@ fn a_thread_that_keeps_one_queue_of_long_events_is_seen_busy() {
     assert!(cpu(&s1) >= cpu(&s0));
     wrapped.stop_then_join().unwrap();
 }
+
+struct Nap;
+
+/// Sleeps in its handler (a demand that takes wall time but no CPU), then tells the test.
+struct Sleeper {
+    started: Arc<AtomicBool>,
+    done: Arc<AtomicBool>,
+}
+
+impl Agent for Sleeper {
+    fn define(&mut self, ctx: &mut Context<Self>) -> Result<(), DefineError> {
+        ctx.subscribe_self().event(|a: &mut Self, _, _: &Nap| {
+            a.started.store(true, Ordering::Release);
+            std::thread::sleep(Duration::from_millis(300));
+            a.done.store(true, Ordering::Release);
+        })?;
+        Ok(())
+    }
+}
+
+/// A sample estimates a running demand's CPU time from the wall clock; a demand that
+/// waited (here, slept) used less. The thread's own reading, taken once the demand is
+/// over, is then below the earlier estimate: a slot's figures must still never go down
+/// from one sample to the next (the harmonizer's histories and any reader subtracting
+/// two samples rely on it).
+#[test]
+fn a_slot_s_cpu_and_busy_time_never_go_down_between_samples() {
+    let pool = thread_pool::Builder::new()
+        .name("napper")
+        .thread_limits(1, 1, 1)
+        .build()
+        .unwrap();
+    let e = pool.elastic().unwrap();
+    let (started, done) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let wrapped = WrappedEnv::new(|_| {}).unwrap();
+    let mbox = wrapped
+        .environment()
+        .introduce_coop(|coop| {
+            coop.add_agent_with_binder(
+                Sleeper {
+                    started: started.clone(),
+                    done: done.clone(),
+                },
+                pool.binder(),
+            )
+        })
+        .unwrap();
+    send(&mbox, Nap).unwrap();
+    wait_for("the nap to start", Duration::from_secs(60), || {
+        started.load(Ordering::Acquire)
+    });
+    let mut last = e.sample();
+    let mut samples = 1;
+    let end = Instant::now() + Duration::from_secs(60);
+    // Sample through the nap and well after it (the thread parks and reads its clock).
+    let mut after_done = None;
+    while after_done.is_none_or(|t: Instant| t.elapsed() < Duration::from_millis(200)) {
+        assert!(Instant::now() < end, "the nap never ended");
+        std::thread::sleep(Duration::from_millis(5));
+        let s = e.sample();
+        samples += 1;
+        for (a, b) in last.threads.iter().zip(&s.threads) {
+            assert!(b.cpu_ns >= a.cpu_ns, "cpu went down: {a:?} then {b:?}");
+            assert!(b.busy_ns >= a.busy_ns, "busy went down: {a:?} then {b:?}");
+        }
+        last = s;
+        if after_done.is_none() && done.load(Ordering::Acquire) {
+            after_done = Some(Instant::now());
+        }
+    }
+    assert!(samples > 10);
+    wrapped.stop_then_join().unwrap();
+}

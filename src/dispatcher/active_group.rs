@@ -113,7 +113,7 @@ impl StatsSource for Groups {
         for (name, g) in map.iter() {
             let prefix = format!("{}/ag-{name}", self.prefix);
             out(quantity(&prefix, "demands.count", g.worker.queue.waiting()));
-            if let Some(a) = &g.worker.queue.activity {
+            if let Some(a) = g.worker.queue.activity.as_ref() {
                 a.distribute(&prefix, out);
             }
         }

@@ -100,7 +100,7 @@ impl StatsSource for Threads {
         for (id, t) in map.iter() {
             let prefix = format!("{}/ao-{}", self.prefix, id.as_u64());
             out(quantity(&prefix, "demands.count", t.worker.queue.waiting()));
-            if let Some(a) = &t.worker.queue.activity {
+            if let Some(a) = t.worker.queue.activity.as_ref() {
                 a.distribute(&prefix, out);
             }
         }

@@ -118,10 +118,15 @@ impl Default for ThreadLimits {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ThreadSample {
     /// Wall time not parked: running demands, looking for work, spinning (YDB's `Elapsed`).
+    /// The thread records it when it asks for work; for a demand still running, a sample
+    /// adds the time since (never reporting less than an earlier sample of the slot).
     pub busy_ns: u64,
     /// The OS's CPU time of the thread, read by the thread itself
     /// (`CLOCK_THREAD_CPUTIME_ID`; 0 where the platform has no such clock). Brought up to
-    /// date when the thread parks and at least every millisecond while it is busy.
+    /// date when the thread parks and at least every millisecond while it looks for work;
+    /// for a demand still running, a sample adds the wall time since, as if the thread ran
+    /// all of it (never reporting less than an earlier sample of the slot: where that ran
+    /// ahead, the figure holds until the thread's own reading passes it).
     pub cpu_ns: u64,
     /// Wall time parked waiting for work.
     pub parked_ns: u64,
@@ -129,7 +134,9 @@ pub struct ThreadSample {
     pub spin_ns: u64,
     /// Demands run (added when the thread next asks for work, like the busy time).
     pub events: u64,
-    /// Whether a thread occupies this slot now.
+    /// Whether a thread occupies this slot now. The harmonizer counts only the slots where
+    /// this is `true`: a pool of your own ([`ElasticPool`]) must set it for its running
+    /// threads.
     pub running: bool,
 }
 

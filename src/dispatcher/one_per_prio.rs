@@ -88,7 +88,7 @@ impl StatsSource for Lanes {
                 "demands.count",
                 lane.worker.queue.waiting(),
             ));
-            if let Some(a) = &lane.worker.queue.activity {
+            if let Some(a) = lane.worker.queue.activity.as_ref() {
                 a.distribute(&prefix, out);
             }
         }

@@ -78,7 +78,7 @@ impl StatsSource for Core {
         out(quantity(&self.prefix, "threads.count", 1));
         let wt = format!("{}/wt", self.prefix);
         out(quantity(&wt, "demands.count", self.worker.queue.waiting()));
-        if let Some(a) = &self.worker.queue.activity {
+        if let Some(a) = self.worker.queue.activity.as_ref() {
             a.distribute(&wt, out);
         }
     }

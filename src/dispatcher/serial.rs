@@ -95,7 +95,7 @@ pub(crate) struct SerialQueue {
     /// burst, for stats only).
     round_len: Apart<StdAtomicUsize>,
     /// Present when the dispatcher tracks activity.
-    pub(crate) activity: Option<Activity>,
+    pub(crate) activity: Apart<Option<Activity>>,
     /// The worker's table once it has stopped: counts what is pushed after.
     retired: Mutex<Option<AgentTable>>,
     /// Demands pushed on the worker itself, and those it took from the channel.
@@ -105,7 +105,7 @@ pub(crate) struct SerialQueue {
 /// A field the worker alone writes, on a cache line of its own: producers' read-modify-
 /// writes of `idle` would otherwise take the line from the worker at every send.
 #[repr(align(128))]
-struct Apart<T>(T);
+pub(crate) struct Apart<T>(T);
 
 impl<T> std::ops::Deref for Apart<T> {
     type Target = T;
@@ -124,7 +124,7 @@ impl SerialQueue {
             idle: Idle::default(),
             spin,
             round_len: Apart(StdAtomicUsize::new(0)),
-            activity: track.then(Activity::default),
+            activity: Apart(track.then(Activity::default)),
             retired: Mutex::new(None),
             local: Apart(LocalDeque(UnsafeCell::new(VecDeque::new()))),
         })
@@ -325,7 +325,7 @@ impl SerialQueue {
                 // Waiting: spinning, then parked; back to the top to drain what came.
                 let waiting = self.activity.as_ref().map(|_| std::time::Instant::now());
                 self.idle.wait(&mut spin);
-                if let (Some(a), Some(t)) = (&self.activity, waiting) {
+                if let (Some(a), Some(t)) = (&*self.activity, waiting) {
                     a.waited_since(t);
                 }
                 continue;
@@ -333,7 +333,7 @@ impl SerialQueue {
             spin.found();
             // A loop per tracking mode: the untracked one asks nothing per demand (`run`
             // is inlined into both).
-            match &self.activity {
+            match &*self.activity {
                 None => {
                     for _ in 0..BURST {
                         let Some(d) = self.local(VecDeque::pop_front) else {

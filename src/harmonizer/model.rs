@@ -147,6 +147,10 @@ const LOST_SHARE: f64 = 0.9;
 /// next.
 const OVERBOOKED_LS: f64 = -1.0;
 
+/// A more important pool's use of a core below this fraction of it, or this close to a
+/// whole core, reserves nothing for it (see the needy rule).
+const PART_TOLERANCE: f64 = 0.05;
+
 /// A thread is granted when the budget left covers all but this part of a core (YDB: the
 /// whole core). The pools' figures leave out parked and spinning time, so a pool that is
 /// mostly parked does not keep another *of equal or higher importance* from the last
@@ -509,12 +513,19 @@ impl Model {
                     .map_or(0.0, |s| s.pools[i].foreign_elapsed);
                 let allowed = self.foreign_slots(i, full[i]).unwrap_or(0) as f64;
                 let extra_foreign = (foreign - (allowed - 1.0).max(0.0)).max(0.0);
-                // The cores that more important pools use in part stay theirs.
+                // The cores that more important pools use in part stay theirs. A use within
+                // `PART_TOLERANCE` of a whole core (a parked pool's wake-ups, a float sum a
+                // hair over an integer) reserves nothing: the decision must not flip on
+                // whether one wake-up fell in the last second.
                 let reserved: f64 = (0..n)
                     .filter(|&j| self.pools[j].spec.priority > spec.priority)
                     .map(|j| {
-                        let e = pool_all[j].ls_elapsed;
-                        e.ceil() - e
+                        let f = pool_all[j].ls_elapsed.max(0.0).fract();
+                        if f < PART_TOLERANCE || f > 1.0 - PART_TOLERANCE {
+                            0.0
+                        } else {
+                            1.0 - f
+                        }
                     })
                     .sum();
                 let budget_i = processing_budget - reserved;

@@ -661,6 +661,28 @@ fn a_less_important_pool_leaves_the_core_a_more_important_one_uses_in_part() {
     }
 }
 
+/// A more important pool that is all but idle (a parked thread's wake-ups) keeps no core
+/// from a needy pool: whether one wake-up fell in the last second must not decide whether
+/// the batch pool gets its thread.
+#[test]
+fn a_more_important_pool_with_only_wake_ups_reserves_no_core() {
+    let mut interactive = MockPool::new(1, 1, 2);
+    interactive.spec.priority = 1;
+    let mut b = bench_with_budget(vec![interactive, MockPool::new(1, 1, 3)], 3.0);
+    b.harmonize_after(100_000);
+    for step in 0..30 {
+        b.pools[0].add(0.000_01, 0.000_01, 0, 1); // wake-ups: 10 µs in 100 ms
+        b.pools[1].run_busy(100_000, 1.0);
+        b.pools[1].ready = 3;
+        b.harmonize_after(100_000);
+        assert_eq!(
+            b.counts()[1],
+            3,
+            "step {step}: the batch pool takes the idle cores"
+        );
+    }
+}
+
 /// Debug builds run events more slowly, and the step (run by a worker when it next asks
 /// for work) comes late and at uneven intervals; the figures that decide are fractions of
 /// time and counts of ready queues, so the same load gives the same decisions step by

@@ -33,7 +33,8 @@ const LEND_POLL: Duration = Duration::from_millis(2);
 /// How often a busy thread brings its CPU time up to date.
 const CPU_REFRESH: Duration = Duration::from_millis(1);
 
-/// Figures of one thread slot; written by its occupant only (load and store).
+/// Figures of one thread slot; written by its occupant only (load and store), but for the
+/// `shown_*` maxima, which samplers raise.
 #[derive(Default)]
 struct SlotStats {
     busy_ns: AtomicU64,
@@ -48,6 +49,11 @@ struct SlotStats {
     /// since the pool's epoch, plus 1); 0 while it is parked or the slot is empty.
     busy_mark: AtomicU64,
     events: AtomicU64,
+    /// The highest busy and CPU times [`Threads::sample`] has reported: its estimates of a
+    /// running demand's time may run ahead of what the thread records next (the OS
+    /// preempted it, or it waited), and a sample never reports less than an earlier one.
+    shown_busy_ns: AtomicU64,
+    shown_cpu_ns: AtomicU64,
 }
 
 fn bump(a: &AtomicU64, by: u64) {
@@ -482,7 +488,10 @@ impl ThreadCtl {
     /// The pool's figures now. A thread in the middle of a demand brings its own figures
     /// up to date only when it next asks for work (a thread that keeps a queue of 2 ms
     /// events for seconds would look idle): the time since its last update is added to
-    /// its busy and CPU time, as if it ran all of it.
+    /// its busy and CPU time, as if it ran all of it. Where that estimate ran ahead (the
+    /// thread was preempted or waited meanwhile), later samples hold the figure until the
+    /// thread's own records pass it: a slot's figures never go down from one sample to the
+    /// next.
     pub(crate) fn sample(&self) -> PoolSample {
         let occupied = self.slots.lock().0.clone();
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
@@ -503,13 +512,15 @@ impl ThreadCtl {
                 } else {
                     0
                 };
+                let busy = busy.saturating_add(ongoing);
+                let cpu = if cpu == 0 {
+                    0
+                } else {
+                    cpu.saturating_add(ongoing)
+                };
                 ThreadSample {
-                    busy_ns: busy.saturating_add(ongoing),
-                    cpu_ns: if cpu == 0 {
-                        0
-                    } else {
-                        cpu.saturating_add(ongoing)
-                    },
+                    busy_ns: s.shown_busy_ns.fetch_max(busy, Ordering::Relaxed).max(busy),
+                    cpu_ns: s.shown_cpu_ns.fetch_max(cpu, Ordering::Relaxed).max(cpu),
                     parked_ns: l(&s.parked_ns),
                     spin_ns: l(&s.spin_ns),
                     events: l(&s.events),

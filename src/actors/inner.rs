@@ -174,6 +174,13 @@ pub(super) static DETACHED: SystemLink = SystemLink {
     counted: false,
 };
 
+/// The link of the signal that gives a parked mailbox its next actor (see `idle.rs`):
+/// told apart from [`DETACHED`] by its address (and its content).
+pub(super) static HOST: SystemLink = SystemLink {
+    sys: Weak::new(),
+    counted: true,
+};
+
 impl SystemInner {
     #[inline]
     pub(crate) fn pool(&self, id: u32) -> &Pool {
@@ -194,6 +201,16 @@ impl SystemInner {
 
     /// A fresh id on `pool`, its slot reserved (resolving to nothing yet).
     pub(super) fn new_id(&self, pool: u32) -> Result<ActorId, RegisterActorError> {
+        self.new_id_with(pool, None)
+    }
+
+    /// [`new_id`](Self::new_id) whose slot resolves to `mbox` at once, if given (one
+    /// taking of the table's lock instead of two).
+    pub(super) fn new_id_with(
+        &self,
+        pool: u32,
+        mbox: Option<Mbox>,
+    ) -> Result<ActorId, RegisterActorError> {
         if self.stopping.load(Ordering::Acquire) {
             return Err(RegisterActorError::ShuttingDown);
         }
@@ -204,7 +221,7 @@ impl SystemInner {
         let local = self.next_local.fetch_add(1, Ordering::Relaxed);
         let hint = p
             .table
-            .reserve(local)
+            .reserve_with(local, mbox)
             .ok_or(RegisterActorError::TableFull)?;
         Ok(ActorId::with_pool(self.node_id, pool, local, hint))
     }

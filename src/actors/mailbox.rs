@@ -9,7 +9,18 @@
 //!    local id, and calls its current state function (or `bootstrap`, first).
 //! 3. After the call: actors it registered with the same mailbox are adopted and
 //!    bootstrapped at once; an actor that passed away is dropped; a mailbox left empty
-//!    deregisters its coop.
+//!    parks itself for the next actor of its type (`idle.rs`), or deregisters its coop
+//!    when its pool keeps enough idle mailboxes or the system stops.
+//!
+//! # A parked mailbox's next actor
+//!
+//! `register` takes a parked mailbox of the actor's type, fills the actor's table entry
+//! with it, leaves the actor's cell in the mailbox's hand-off slot and sends it a signal
+//! (a [`Delivery`] without a handle): the mailbox makes the cell its first actor and
+//! bootstraps it. Events that
+//! were still queued for the mailbox's earlier actors, or that reach it later through a
+//! route cached before they passed away, carry those actors' local ids, which are never
+//! reused: they match no hosted actor and are not delivered (step 2).
 //!
 //! # Non-delivery of queued events
 //!
@@ -23,6 +34,7 @@
 //! that resolved the id just before still queues the event, which then takes one of the
 //! two paths above.
 
+use std::any::{Any, TypeId};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
@@ -32,10 +44,12 @@ use super::delivery::{Delivery, Extra};
 use super::event::EV_POISON;
 use super::handle::EventHandle;
 use super::id::ActorId;
+use super::idle::Handoff;
 use super::inner::SystemInner;
 use crate::agent::{Agent, Context, DefineError};
 use crate::coop::DeregReason;
 use crate::exception::ExceptionReaction;
+use crate::mbox::Mbox;
 
 /// An actor with its context, type-erased for the mailbox.
 pub(crate) trait Hosted: Send {
@@ -76,6 +90,12 @@ pub(crate) struct MailboxAgent<A: Guest> {
     /// Actors registered with the same mailbox (rare).
     others: Vec<Box<dyn Hosted>>,
     reaction: ExceptionReaction,
+    /// Its direct mbox (set in `define`): what its pool's idle list holds.
+    me: Option<Mbox>,
+    /// Whether it parked itself and no actor came since.
+    parked: bool,
+    /// Where `register` leaves its next actor while it is parked.
+    slot: Arc<Handoff<A::Cell>>,
 }
 
 impl<A: Guest> MailboxAgent<A> {
@@ -86,6 +106,9 @@ impl<A: Guest> MailboxAgent<A> {
             pool,
             first: Some(first),
             others: Vec::new(),
+            me: None,
+            parked: false,
+            slot: Arc::new(Handoff::new()),
         }
     }
 
@@ -174,7 +197,7 @@ impl<A: Guest> MailboxAgent<A> {
             self.first = None;
         }
         self.adopt(children);
-        self.deregister_if_empty(ctx);
+        self.release_if_empty(ctx);
     }
 
     /// Step 2 and 3 for an actor registered with the same mailbox.
@@ -201,16 +224,56 @@ impl<A: Guest> MailboxAgent<A> {
             self.others.swap_remove(i);
         }
         self.adopt(children);
-        self.deregister_if_empty(ctx);
+        self.release_if_empty(ctx);
         if let Some(t) = start {
             self.sys.pool(self.pool).add_work(t);
         }
     }
 
-    fn deregister_if_empty(&self, ctx: &mut Context<Self>) {
+    /// A mailbox left empty parks itself for the next actor of its type, or
+    /// deregisters (its pool keeps enough, or the system stops).
+    #[inline]
+    fn release_if_empty(&mut self, ctx: &mut Context<Self>) {
         if self.first.is_none() && self.others.is_empty() {
+            self.release(ctx);
+        }
+    }
+
+    #[inline(never)]
+    fn release(&mut self, ctx: &mut Context<Self>) {
+        let parked = match &self.me {
+            Some(me) => {
+                let slot: Arc<dyn Any + Send + Sync> = self.slot.clone();
+                self.sys
+                    .pool(self.pool)
+                    .idle
+                    .park(TypeId::of::<A>(), me, &slot)
+            }
+            None => false,
+        };
+        if parked {
+            self.parked = true;
+            self.sys.env.idle_coops_changed(1);
+        } else {
             ctx.deregister_coop(DeregReason::Normal);
         }
+    }
+
+    /// A delivery without a handle: the signal that this parked mailbox's next actor
+    /// waits in its slot, or a stop.
+    #[cold]
+    #[inline(never)]
+    fn control(&mut self, ctx: &mut Context<Self>, d: &Delivery) {
+        if !d.is_host() {
+            return ctx.deregister_coop(DeregReason::Shutdown);
+        }
+        let Some(cell) = self.slot.take() else { return };
+        self.parked = false;
+        debug_assert!(self.first.is_none() && self.others.is_empty());
+        self.reaction = cell.exception_reaction();
+        self.first = Some(cell);
+        self.bootstrap_first();
+        self.release_if_empty(ctx);
     }
 
     /// Adopts actors registered with this mailbox and bootstraps each at once (their own
@@ -267,6 +330,7 @@ impl<A: Guest> Agent for MailboxAgent<A> {
         if let Some(first) = &mut self.first {
             first.set_mailbox(&mbox);
         }
+        self.me = Some(mbox);
         if !self.sys.stats_registered() {
             if let Ok(me) = ctx.me() {
                 self.sys.register_stats(&me);
@@ -275,7 +339,7 @@ impl<A: Guest> Agent for MailboxAgent<A> {
         ctx.subscribe_self()
             .event_mutable(|a: &mut Self, ctx, mut d: Delivery| {
                 if d.handle.is_none() {
-                    return ctx.deregister_coop(DeregReason::Shutdown);
+                    return a.control(ctx, &d);
                 }
                 let counted = d.link.counted;
                 match d.extra.take() {
@@ -298,10 +362,26 @@ impl<A: Guest> Agent for MailboxAgent<A> {
 
     fn on_start(&mut self, ctx: &mut Context<Self>) {
         self.bootstrap_first();
-        self.deregister_if_empty(ctx);
+        self.release_if_empty(ctx);
     }
 
     fn on_finish(&mut self, _ctx: &mut Context<Self>) {
+        // Parked (the environment stops): off the list, so that nobody gives it an actor;
+        // one given just before never runs and leaves the table (`Handoff::close`).
+        if self.parked {
+            let idle = &self.sys.pool(self.pool).idle;
+            if self.sys.env.is_shutting_down() {
+                // All of them go: the lists are emptied once, not searched by each.
+                drop(idle.close());
+            } else if let Some(me) = &self.me {
+                if idle.remove(TypeId::of::<A>(), me) {
+                    self.sys.env.idle_coops_changed(-1);
+                }
+            }
+        }
+        if let Some(never_ran) = self.slot.close() {
+            self.sys.forget(never_ran.id());
+        }
         // Children registered by a handler that then panicked were never adopted: their
         // ids leave the table too.
         let mut gone: Vec<Box<dyn Hosted>> = std::mem::take(&mut self.others);

@@ -107,6 +107,14 @@ struct EnvState {
     init_done: bool,
     /// What [`Environment::keep`] holds until the end, in the order given.
     kept: Vec<Box<dyn std::any::Any + Send>>,
+    /// Coops that declared themselves idle ([`Environment::idle_coops_changed`]); may be
+    /// below the true count for a moment (a decrease applied before its increase).
+    idle_coops: i64,
+}
+
+/// Whether every registered coop is idle (none is, when there is none).
+fn only_idle(st: &EnvState) -> bool {
+    st.coops.len() as i64 <= st.idle_coops
 }
 
 enum FinalCmd {
@@ -544,10 +552,21 @@ impl Environment {
         self.after_final(st);
     }
 
+    /// Hook of the actors layer's recycled mailboxes (`actors::mailbox`): `delta` more
+    /// registered coops are idle (negative: fewer). Idle coops do not hold the
+    /// autoshutdown: it happens when every coop left is idle, as when none is left.
+    pub(crate) fn idle_coops_changed(&self, delta: i64) {
+        let mut st = self.0.state.lock();
+        st.idle_coops += delta;
+        if delta > 0 && !st.shutting_down {
+            self.after_final(st);
+        }
+    }
+
     fn maybe_autoshutdown(&self) {
         let stop = {
             let st = self.0.state.lock();
-            self.0.autoshutdown && st.init_done && st.coops.is_empty()
+            self.0.autoshutdown && st.init_done && only_idle(&st)
         };
         if stop {
             self.stop();
@@ -561,7 +580,7 @@ impl Environment {
             self.finish_if_done(st);
             return;
         }
-        let stop = self.0.autoshutdown && st.init_done && st.coops.is_empty();
+        let stop = self.0.autoshutdown && st.init_done && only_idle(&st);
         drop(st);
         if stop {
             self.stop();

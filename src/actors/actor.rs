@@ -13,9 +13,9 @@ use super::event::Event;
 use super::flags::EventFlags;
 use super::handle::{EventHandle, Handled};
 use super::id::ActorId;
-use super::idle::{Handoff, Parked};
+use super::idle::{Dock, Parked};
 use super::inner::{ActorSystem, RegisterActorError, SystemInner};
-use super::mailbox::{Guest, Hosted, MailboxAgent};
+use super::mailbox::{Guest, HostSignal, Hosted, MailboxAgent};
 use super::routing::RouteCache;
 use crate::exception::ExceptionReaction;
 use crate::mbox::Mbox;
@@ -390,8 +390,26 @@ impl<A: Actor> Hosted for Cell<A> {
     }
 }
 
+/// An actor given to a parked mailbox, with its id and parent (see `idle.rs`).
+pub(crate) struct Pending<A> {
+    actor: A,
+    id: ActorId,
+    parent: ActorId,
+}
+
 impl<A: Actor> Guest for A {
     type Cell = Cell<A>;
+    type Pending = Pending<A>;
+
+    fn adopt(p: Pending<A>, sys: Arc<SystemInner>, mbox: &Mbox) -> Cell<A> {
+        let mut ctx = ActorContext::new(sys, p.id);
+        ctx.mailbox = Some(mbox.clone());
+        Cell::new(p.actor, ctx, p.parent)
+    }
+
+    fn pending_id(p: &Pending<A>) -> ActorId {
+        p.id
+    }
 }
 
 impl SystemInner {
@@ -410,21 +428,25 @@ impl SystemInner {
         actor: A,
         parent: ActorId,
     ) -> Result<ActorId, RegisterActorError> {
-        let sys = self.arc()?;
         let parked = match self.pools.get(pool as usize) {
             Some(p) => p.idle.take(TypeId::of::<A>()),
             None => None,
         };
-        let cell = match parked {
-            Some(parked) => match self.register_parked(pool, parked, sys.clone(), actor, parent)? {
+        let (actor, id) = match parked {
+            Some(parked) => match self.register_parked(pool, parked, actor, parent)? {
                 Ok(id) => return Ok(id),
-                Err(cell) => cell,
+                Err(p) => (p.actor, p.id),
             },
-            None => {
-                let id = self.new_id(pool)?;
-                Cell::new(actor, ActorContext::new(sys.clone(), id), parent)
+            None => (actor, self.new_id(pool)?),
+        };
+        let sys = match self.arc() {
+            Ok(sys) => sys,
+            Err(e) => {
+                self.forget(id);
+                return Err(e);
             }
         };
+        let cell = Cell::new(actor, ActorContext::new(sys.clone(), id), parent);
         self.register_fresh(pool, sys, cell)
     }
 
@@ -460,38 +482,38 @@ impl SystemInner {
     }
 
     /// Step 2 of [`register`](Self::register): `actor` goes to the parked mailbox
-    /// `parked`, its id resolving to it at once. `Ok(Err(cell))` when the mailbox has
+    /// `parked`, its id resolving to it at once. `Ok(Err(pending))` when the mailbox has
     /// ended meanwhile (the environment stops): the actor, its id reserved, needs a
-    /// mailbox of its own.
+    /// mailbox of its own. The mailbox makes the actor's context (`Guest::adopt`): here
+    /// the system's reference count, shared by every thread, would be taken, and dropped
+    /// there.
     fn register_parked<A: Actor>(
         &self,
         pool: u32,
         parked: Parked,
-        sys: Arc<SystemInner>,
         actor: A,
         parent: ActorId,
-    ) -> Result<Result<ActorId, Cell<A>>, RegisterActorError> {
+    ) -> Result<Result<ActorId, Pending<A>>, RegisterActorError> {
         self.env.idle_coops_changed(-1);
-        let id = match self.new_id_with(pool, Some(parked.mbox.clone())) {
+        let mbox = parked.mbox();
+        let id = match self.new_id_with(pool, Some(mbox.clone())) {
             Ok(id) => id,
             Err(e) => {
-                let _ = parked.mbox.send_mutable(Delivery::stop());
+                let _ = mbox.send_mutable(Delivery::stop());
                 return Err(e);
             }
         };
-        let mut ctx = ActorContext::new(sys, id);
-        ctx.mailbox = Some(parked.mbox.clone());
-        let cell = Cell::new(actor, ctx, parent);
-        let Some(slot) = parked.slot.downcast_ref::<Handoff<Cell<A>>>() else {
-            return Ok(Err(cell)); // never: the lists are by actor type
+        let pending = Pending { actor, id, parent };
+        let Some(dock) = parked.as_any().downcast_ref::<Dock<Pending<A>>>() else {
+            return Ok(Err(pending)); // never: the lists are by actor type
         };
-        if let Err(cell) = slot.put(cell) {
-            return Ok(Err(cell));
+        if let Err(pending) = dock.put(pending) {
+            return Ok(Err(pending));
         }
-        let _ = parked.mbox.send_mutable(Delivery::host());
+        let _ = mbox.send(HostSignal);
         // A stop that began after `new_id`'s check did not see this mailbox.
         if self.stopping.load(Ordering::Acquire) {
-            let _ = parked.mbox.send_mutable(Delivery::stop());
+            let _ = mbox.send_mutable(Delivery::stop());
         }
         Ok(Ok(id))
     }

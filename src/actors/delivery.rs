@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use super::handle::EventHandle;
-use super::inner::{SystemLink, DETACHED, HOST};
+use super::inner::{SystemLink, DETACHED};
 use crate::timer::TimerHandle;
 
 /// A handle on its way to a mailbox. Reports itself as not delivered if dropped with the
@@ -122,21 +122,6 @@ impl Delivery {
             return None;
         }
         Some((h, self.link.counted))
-    }
-
-    /// A delivery without a handle that tells a parked mailbox its next actor waits in
-    /// its hand-off slot (see `idle.rs`).
-    pub(crate) fn host() -> Self {
-        Delivery {
-            handle: None,
-            link: &HOST,
-            extra: None,
-        }
-    }
-
-    /// Whether this is the signal of [`host`](Self::host).
-    pub(crate) fn is_host(&self) -> bool {
-        std::ptr::eq(self.link, &HOST)
     }
 
     /// A delivery without a handle: asks the mailbox to deregister (the system stops).

@@ -4,12 +4,12 @@
 //! | step | who | what |
 //! |---|---|---|
 //! | park | the mailbox, when its last actor left | joins its type's list, unless the pool keeps [`PoolConfig::idle_mailboxes`](super::PoolConfig::idle_mailboxes) already or the system stops: then it deregisters |
-//! | take | `register` of an actor of that type | the last parked mailbox leaves the list; the actor's cell goes into the mailbox's [`Handoff`] slot, and a signal ([`Delivery::host`](super::delivery::Delivery::host)) to its queue |
+//! | take | `register` of an actor of that type | the last parked mailbox leaves the list; the actor's cell goes into the mailbox's [`Dock`], and a signal (`HostSignal`, no allocation) to its queue |
 //! | adopt | the mailbox, on the signal | takes the cell from the slot, bootstraps the actor |
 //! | remove | a parked mailbox whose coop ends (environment stop) | leaves the list |
 //! | close | `ActorSystem::stop` | every parked mailbox leaves the list and is asked to deregister; no later one parks |
 //!
-//! The slot is allocated once per mailbox, so that giving it an actor allocates nothing but
+//! The dock is allocated once per mailbox, so that giving it an actor allocates nothing but
 //! the signal's message (callgrind, `ydb_register`: the cell boxed in the signal cost two
 //! allocations and their frees on the other thread, ~650 instructions per actor).
 //!
@@ -17,7 +17,7 @@
 //! by actor type. A parked mailbox's coop counts as idle for the environment
 //! (`Environment::idle_coops_changed`): it does not hold the autoshutdown.
 //!
-//! A mailbox that ends closes its slot ([`Handoff::close`]): a cell put there just before
+//! A mailbox that ends closes its dock ([`Dock::close`]): a cell put there just before
 //! (its `take` raced the end) is taken back out and its actor's id leaves the table; a
 //! later `put` fails and the registration makes a mailbox of its own instead.
 
@@ -50,21 +50,30 @@ impl Hasher for TypeIdHasher {
     }
 }
 
-/// Where `register` leaves the next actor's cell for a parked mailbox (one per mailbox).
-pub(crate) struct Handoff<C> {
-    state: Mutex<(Option<C>, bool)>,
+/// A mailbox's side of parking (one allocation per mailbox, made in its `define`): its
+/// direct mbox and the slot where `register` leaves its next actor's cell. Its pool's idle
+/// list holds it (one reference count) while the mailbox is parked.
+pub(crate) struct Dock<C> {
+    mbox: Mbox,
+    slot: Mutex<(Option<C>, bool)>,
 }
 
-impl<C> Handoff<C> {
-    pub(crate) fn new() -> Self {
-        Handoff {
-            state: Mutex::new((None, false)),
+impl<C> Dock<C> {
+    /// The mailbox's direct mbox.
+    pub(crate) fn mbox(&self) -> &Mbox {
+        &self.mbox
+    }
+
+    pub(crate) fn new(mbox: Mbox) -> Self {
+        Dock {
+            mbox,
+            slot: Mutex::new((None, false)),
         }
     }
 
     /// Leaves `cell` for the mailbox; gives it back if the mailbox has ended.
     pub(crate) fn put(&self, cell: C) -> Result<(), C> {
-        let mut s = self.state.lock();
+        let mut s = self.slot.lock();
         if s.1 {
             return Err(cell);
         }
@@ -74,22 +83,37 @@ impl<C> Handoff<C> {
 
     /// The cell left for the mailbox, if any.
     pub(crate) fn take(&self) -> Option<C> {
-        self.state.lock().0.take()
+        self.slot.lock().0.take()
     }
 
     /// The mailbox ends: no cell is left from now on; returns one left and not taken.
     pub(crate) fn close(&self) -> Option<C> {
-        let mut s = self.state.lock();
+        let mut s = self.slot.lock();
         s.1 = true;
         s.0.take()
     }
 }
 
-/// A parked mailbox: its direct mbox and its [`Handoff`] slot (of its cell type).
-pub(crate) struct Parked {
-    pub(crate) mbox: Mbox,
-    pub(crate) slot: Arc<dyn Any + Send + Sync>,
+/// A parked mailbox as its pool's list holds it: a [`Dock`] of its cell type.
+pub(crate) trait Docked: Send + Sync {
+    /// The mailbox's direct mbox.
+    fn mbox(&self) -> &Mbox;
+    /// For `register` to reach the [`Dock`] of its actor's cell type.
+    fn as_any(&self) -> &dyn Any;
 }
+
+impl<C: Send + 'static> Docked for Dock<C> {
+    fn mbox(&self) -> &Mbox {
+        &self.mbox
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// A parked mailbox.
+pub(crate) type Parked = Arc<dyn Docked>;
 
 #[derive(Default)]
 struct Lists {
@@ -126,16 +150,13 @@ impl IdleMailboxes {
 
     /// Parks a mailbox for actors of type `ty`; false when the pool keeps its maximum
     /// already or the lists are closed: the mailbox deregisters instead.
-    pub(crate) fn park(&self, ty: TypeId, mbox: &Mbox, slot: &Arc<dyn Any + Send + Sync>) -> bool {
+    pub(crate) fn park(&self, ty: TypeId, dock: &Parked) -> bool {
         let mut l = self.lists.lock();
         if l.closed || l.count >= self.cap {
             return false;
         }
         l.count += 1;
-        let parked = Parked {
-            mbox: mbox.clone(),
-            slot: slot.clone(),
-        };
+        let parked = dock.clone();
         match l.by_type.get_mut(&ty) {
             Some(list) => list.push(parked),
             None => {
@@ -145,14 +166,17 @@ impl IdleMailboxes {
         true
     }
 
-    /// Takes `mbox` off the list; whether it was there (a `take` may have been first).
-    pub(crate) fn remove(&self, ty: TypeId, mbox: &Mbox) -> bool {
+    /// Takes `dock` off the list; whether it was there (a `take` may have been first).
+    pub(crate) fn remove(&self, ty: TypeId, dock: &Parked) -> bool {
         let mut l = self.lists.lock();
         let Some(list) = l.by_type.get_mut(&ty) else {
             return false;
         };
-        let id = mbox.id();
-        let Some(i) = list.iter().position(|m| m.mbox.id() == id) else {
+        let me = Arc::as_ptr(dock);
+        let Some(i) = list
+            .iter()
+            .position(|m| std::ptr::addr_eq(Arc::as_ptr(m), me))
+        else {
             return false;
         };
         let gone = list.swap_remove(i);

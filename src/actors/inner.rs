@@ -174,13 +174,6 @@ pub(super) static DETACHED: SystemLink = SystemLink {
     counted: false,
 };
 
-/// The link of the signal that gives a parked mailbox its next actor (see `idle.rs`):
-/// told apart from [`DETACHED`] by its address (and its content).
-pub(super) static HOST: SystemLink = SystemLink {
-    sys: Weak::new(),
-    counted: true,
-};
-
 impl SystemInner {
     #[inline]
     pub(crate) fn pool(&self, id: u32) -> &Pool {

@@ -15,9 +15,8 @@
 //! # A parked mailbox's next actor
 //!
 //! `register` takes a parked mailbox of the actor's type, fills the actor's table entry
-//! with it, leaves the actor's cell in the mailbox's hand-off slot and sends it a signal
-//! (a [`Delivery`] without a handle): the mailbox makes the cell its first actor and
-//! bootstraps it. Events that
+//! with it, leaves the actor in the mailbox's dock and sends it a [`HostSignal`]: the
+//! mailbox makes the actor its first one and bootstraps it. Events that
 //! were still queued for the mailbox's earlier actors, or that reach it later through a
 //! route cached before they passed away, carry those actors' local ids, which are never
 //! reused: they match no hosted actor and are not delivered (step 2).
@@ -34,7 +33,7 @@
 //! that resolved the id just before still queues the event, which then takes one of the
 //! two paths above.
 
-use std::any::{Any, TypeId};
+use std::any::TypeId;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
@@ -44,7 +43,7 @@ use super::delivery::{Delivery, Extra};
 use super::event::EV_POISON;
 use super::handle::EventHandle;
 use super::id::ActorId;
-use super::idle::Handoff;
+use super::idle::{Dock, Parked};
 use super::inner::SystemInner;
 use crate::agent::{Agent, Context, DefineError};
 use crate::coop::DeregReason;
@@ -78,7 +77,21 @@ pub(crate) trait Hosted: Send {
 pub(crate) trait Guest: 'static {
     /// The actor with its context.
     type Cell: Hosted + 'static;
+    /// An actor registered with a parked mailbox, before the mailbox made it a cell.
+    type Pending: Send + 'static;
+    /// The cell of `pending`, made by its mailbox (on the pool's thread: the system's and
+    /// the mailbox's reference counts are then taken and dropped on one thread).
+    fn adopt(pending: Self::Pending, sys: Arc<SystemInner>, mbox: &Mbox) -> Self::Cell;
+    /// The id of `pending`.
+    fn pending_id(pending: &Self::Pending) -> ActorId;
 }
+
+/// The signal that gives a parked mailbox its next actor (see `idle.rs`): a signal
+/// (a type of size zero) is sent without an allocation, where a [`Delivery`] took a
+/// message node, allocated by the registering thread and freed by the pool's: with
+/// glibc's allocator the two threads then contend for one arena's lock on every actor
+/// (perf, `ydb_register`: ~30 % of the wall time in futex waits and wakes).
+pub(crate) struct HostSignal;
 
 /// The agent that is a mailbox.
 pub(crate) struct MailboxAgent<A: Guest> {
@@ -90,12 +103,11 @@ pub(crate) struct MailboxAgent<A: Guest> {
     /// Actors registered with the same mailbox (rare).
     others: Vec<Box<dyn Hosted>>,
     reaction: ExceptionReaction,
-    /// Its direct mbox (set in `define`): what its pool's idle list holds.
-    me: Option<Mbox>,
+    /// Its direct mbox and where `register` leaves its next actor while it is parked
+    /// (made in `define`): what its pool's idle list holds.
+    dock: Option<Arc<Dock<A::Pending>>>,
     /// Whether it parked itself and no actor came since.
     parked: bool,
-    /// Where `register` leaves its next actor while it is parked.
-    slot: Arc<Handoff<A::Cell>>,
 }
 
 impl<A: Guest> MailboxAgent<A> {
@@ -106,9 +118,8 @@ impl<A: Guest> MailboxAgent<A> {
             pool,
             first: Some(first),
             others: Vec::new(),
-            me: None,
+            dock: None,
             parked: false,
-            slot: Arc::new(Handoff::new()),
         }
     }
 
@@ -241,13 +252,10 @@ impl<A: Guest> MailboxAgent<A> {
 
     #[inline(never)]
     fn release(&mut self, ctx: &mut Context<Self>) {
-        let parked = match &self.me {
-            Some(me) => {
-                let slot: Arc<dyn Any + Send + Sync> = self.slot.clone();
-                self.sys
-                    .pool(self.pool)
-                    .idle
-                    .park(TypeId::of::<A>(), me, &slot)
+        let parked = match &self.dock {
+            Some(dock) => {
+                let dock: Parked = dock.clone();
+                self.sys.pool(self.pool).idle.park(TypeId::of::<A>(), &dock)
             }
             None => false,
         };
@@ -259,15 +267,11 @@ impl<A: Guest> MailboxAgent<A> {
         }
     }
 
-    /// A delivery without a handle: the signal that this parked mailbox's next actor
-    /// waits in its slot, or a stop.
-    #[cold]
-    #[inline(never)]
-    fn control(&mut self, ctx: &mut Context<Self>, d: &Delivery) {
-        if !d.is_host() {
-            return ctx.deregister_coop(DeregReason::Shutdown);
-        }
-        let Some(cell) = self.slot.take() else { return };
+    /// [`HostSignal`]: this parked mailbox's next actor waits in its dock.
+    fn adopt_next(&mut self, ctx: &mut Context<Self>) {
+        let Some(dock) = &self.dock else { return };
+        let Some(pending) = dock.take() else { return };
+        let cell = A::adopt(pending, self.sys.clone(), dock.mbox());
         self.parked = false;
         debug_assert!(self.first.is_none() && self.others.is_empty());
         self.reaction = cell.exception_reaction();
@@ -330,7 +334,7 @@ impl<A: Guest> Agent for MailboxAgent<A> {
         if let Some(first) = &mut self.first {
             first.set_mailbox(&mbox);
         }
-        self.me = Some(mbox);
+        self.dock = Some(Arc::new(Dock::new(mbox)));
         if !self.sys.stats_registered() {
             if let Ok(me) = ctx.me() {
                 self.sys.register_stats(&me);
@@ -339,7 +343,7 @@ impl<A: Guest> Agent for MailboxAgent<A> {
         ctx.subscribe_self()
             .event_mutable(|a: &mut Self, ctx, mut d: Delivery| {
                 if d.handle.is_none() {
-                    return a.control(ctx, &d);
+                    return ctx.deregister_coop(DeregReason::Shutdown);
                 }
                 let counted = d.link.counted;
                 match d.extra.take() {
@@ -357,6 +361,8 @@ impl<A: Guest> Agent for MailboxAgent<A> {
                 debug_assert!(d.handle.is_none());
                 std::mem::forget(d);
             })?;
+        ctx.subscribe_self()
+            .event(|a: &mut Self, ctx, _: &HostSignal| a.adopt_next(ctx))?;
         Ok(())
     }
 
@@ -367,20 +373,21 @@ impl<A: Guest> Agent for MailboxAgent<A> {
 
     fn on_finish(&mut self, _ctx: &mut Context<Self>) {
         // Parked (the environment stops): off the list, so that nobody gives it an actor;
-        // one given just before never runs and leaves the table (`Handoff::close`).
+        // one given just before never runs and leaves the table (`Dock::close`).
         if self.parked {
             let idle = &self.sys.pool(self.pool).idle;
             if self.sys.env.is_shutting_down() {
                 // All of them go: the lists are emptied once, not searched by each.
                 drop(idle.close());
-            } else if let Some(me) = &self.me {
-                if idle.remove(TypeId::of::<A>(), me) {
+            } else if let Some(dock) = &self.dock {
+                let dock: Parked = dock.clone();
+                if idle.remove(TypeId::of::<A>(), &dock) {
                     self.sys.env.idle_coops_changed(-1);
                 }
             }
         }
-        if let Some(never_ran) = self.slot.close() {
-            self.sys.forget(never_ran.id());
+        if let Some(never_ran) = self.dock.as_ref().and_then(|d| d.close()) {
+            self.sys.forget(A::pending_id(&never_ran));
         }
         // Children registered by a handler that then panicked were never adopted: their
         // ids leave the table too.

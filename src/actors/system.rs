@@ -326,7 +326,7 @@ impl ActorSystem {
                     .idle_coops_changed(-i64::try_from(parked.len()).unwrap_or(i64::MAX));
             }
             for m in parked {
-                let _ = m.mbox.send_mutable(Delivery::stop());
+                let _ = m.mbox().send_mutable(Delivery::stop());
             }
         }
     }

@@ -849,3 +849,187 @@ fn setup_registers_local_services_then_runs_the_start_functions_in_order_body() 
     drop(sys);
     w.stop_then_join().unwrap();
 }
+
+/// Passes away in its bootstrap (counts it).
+struct Brief(Arc<AtomicUsize>);
+impl Actor for Brief {
+    fn bootstrap(&mut self, ctx: &mut ActorContext<Self>, _: ActorId) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+        ctx.pass_away().unwrap();
+    }
+}
+
+/// Many actors registered and passed away leave a bounded number of idle mailboxes
+/// (the pool's `idle_mailboxes`), and those do not keep the environment running: `launch`
+/// returns once the actors are gone, as with no idle mailbox at all.
+#[test]
+fn short_lived_actors_leave_at_most_the_pools_idle_mailboxes_which_do_not_hold_the_environment() {
+    bounded(|| {
+        let count = Arc::new(AtomicUsize::new(0));
+        let c = count.clone();
+        agentbox::Environment::launch(move |env| {
+            let setup = SystemSetup::new(1).pool(PoolConfig::new("User").idle_mailboxes(4));
+            let sys = ActorSystem::start(env, setup).unwrap();
+            for round in 0..20 {
+                for _ in 0..100 {
+                    sys.register(Brief(c.clone())).unwrap();
+                }
+                wait_until("the round's actors are gone", || {
+                    c.load(Ordering::Relaxed) == (round + 1) * 100
+                        && sys.pool_stats(0).unwrap().actors == 0
+                });
+                let idle = sys.pool_stats(0).unwrap().idle_mailboxes;
+                assert!(idle <= 4, "{idle} idle mailboxes kept, at most 4");
+            }
+            wait_until("a mailbox is parked", || {
+                sys.pool_stats(0).unwrap().idle_mailboxes > 0
+            });
+        })
+        .unwrap();
+        assert_eq!(count.load(Ordering::Relaxed), 2000);
+    });
+}
+
+/// A pool that keeps no idle mailbox deregisters each one with its last actor.
+#[test]
+fn a_pool_keeping_no_idle_mailbox_parks_none() {
+    bounded(|| {
+        let count = Arc::new(AtomicUsize::new(0));
+        let c = count.clone();
+        agentbox::Environment::launch(move |env| {
+            let setup = SystemSetup::new(1).pool(PoolConfig::new("User").idle_mailboxes(0));
+            let sys = ActorSystem::start(env, setup).unwrap();
+            for _ in 0..100 {
+                sys.register(Brief(c.clone())).unwrap();
+            }
+            wait_until("the actors are gone", || c.load(Ordering::Relaxed) == 100);
+            assert_eq!(sys.pool_stats(0).unwrap().idle_mailboxes, 0);
+        })
+        .unwrap();
+    });
+}
+
+/// Actors registered one after another (the later ones in mailboxes their predecessors
+/// left) each get every event of a sender in the order sent, one at a time, and events
+/// still queued when one passes away are not delivered (the sender is told) — never to
+/// the next actor of the mailbox.
+#[test]
+fn order_per_sender_and_pass_away_hold_across_many_registrations_in_recycled_mailboxes() {
+    bounded(order_per_sender_and_pass_away_hold_across_many_registrations_body);
+}
+
+fn order_per_sender_and_pass_away_hold_across_many_registrations_body() {
+    let w = env();
+    let env = w.environment().clone();
+    let sys = ActorSystem::start(
+        &env,
+        SystemSetup::new(1).pool(PoolConfig::new("User").threads(2)),
+    )
+    .unwrap();
+    let (tx, rx) = channel();
+    // Reports every Undelivered it gets.
+    let watcher = sys.register(recorder(tx.clone())).unwrap();
+    // Registered without waiting for the earlier ones: a mailbox an actor left may get
+    // the next one while other rounds' events are still queued.
+    let mut ids = Vec::new();
+    for round in 0..200u64 {
+        let tx = tx.clone();
+        // Takes 10 events then passes away: the 2 sent after them are not delivered.
+        let mut got = 0;
+        let actor = sys
+            .register(Scripted::new(move |ctx, ev| {
+                let _ = tx.send(Seen::of(ctx.self_id(), &ev));
+                got += 1;
+                if got == 10 {
+                    ctx.pass_away().unwrap();
+                }
+                Handled::Yes
+            }))
+            .unwrap();
+        ids.push(actor);
+        for i in 0..12 {
+            sys.send_with(
+                actor,
+                watcher,
+                Num(round * 100 + i),
+                EventFlags::TRACK_DELIVERY,
+                i,
+            );
+        }
+        if round % 20 == 19 {
+            // Let some mailboxes park before the next registrations.
+            wait_until("the actors so far are gone", || {
+                sys.pool_stats(0).unwrap().actors == 1
+            });
+        }
+    }
+    assert_eq!(
+        ids.iter().collect::<HashSet<_>>().len(),
+        200,
+        "ids are never reused"
+    );
+    let seen = take(&rx, 200 * 12);
+    for (round, actor) in ids.iter().enumerate() {
+        let round = round as u64;
+        let nums: Vec<_> = seen
+            .iter()
+            .filter(|s| s.by == *actor)
+            .map(|s| s.num)
+            .collect();
+        let want: Vec<_> = (0..10).map(|i| Some(round * 100 + i)).collect();
+        assert_eq!(
+            nums, want,
+            "round {round}: each event once, in the order sent"
+        );
+        let mut cookies: Vec<_> = seen
+            .iter()
+            .filter(|s| s.by == watcher && s.sender == *actor)
+            .map(|s| {
+                assert!(s.undelivered.is_some());
+                s.cookie
+            })
+            .collect();
+        cookies.sort_unstable();
+        assert_eq!(
+            cookies,
+            vec![10, 11],
+            "round {round}: the rest not delivered"
+        );
+    }
+    none_left(&rx);
+    w.stop_then_join().unwrap();
+}
+
+/// `ActorSystem::stop` with idle mailboxes parked ends cleanly: they deregister, none
+/// parks later, registering fails, and the environment ends.
+#[test]
+fn system_stop_with_idle_mailboxes_deregisters_them_and_the_environment_ends() {
+    bounded(|| {
+        let count = Arc::new(AtomicUsize::new(0));
+        let c = count.clone();
+        let env = agentbox::WrappedEnv::new(|_| {}).unwrap();
+        let sys = ActorSystem::start(
+            env.environment(),
+            SystemSetup::new(1).pool(PoolConfig::new("User").threads(2)),
+        )
+        .unwrap();
+        for _ in 0..500 {
+            sys.register(Brief(c.clone())).unwrap();
+        }
+        wait_until("the actors are gone", || {
+            c.load(Ordering::Relaxed) == 500 && sys.pool_stats(0).unwrap().actors == 0
+        });
+        assert!(sys.pool_stats(0).unwrap().idle_mailboxes > 0);
+        sys.stop();
+        assert_eq!(sys.pool_stats(0).unwrap().idle_mailboxes, 0);
+        assert!(matches!(
+            sys.register(Brief(c.clone())),
+            Err(RegisterActorError::ShuttingDown)
+        ));
+        let env2 = env.environment().clone();
+        wait_until("every mailbox deregistered", || {
+            env2.introspect().coops.is_empty()
+        });
+        env.stop_then_join().unwrap();
+    });
+}

@@ -1,5 +1,6 @@
 //! The [`Actor`] trait and its [`ActorContext`]: what a YDB developer writes.
 
+use std::any::TypeId;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -12,8 +13,9 @@ use super::event::Event;
 use super::flags::EventFlags;
 use super::handle::{EventHandle, Handled};
 use super::id::ActorId;
+use super::idle::{Dock, Parked};
 use super::inner::{ActorSystem, RegisterActorError, SystemInner};
-use super::mailbox::{Guest, Hosted, MailboxAgent};
+use super::mailbox::{Guest, HostSignal, Hosted, MailboxAgent};
 use super::routing::RouteCache;
 use crate::exception::ExceptionReaction;
 use crate::mbox::Mbox;
@@ -388,27 +390,76 @@ impl<A: Actor> Hosted for Cell<A> {
     }
 }
 
+/// An actor given to a parked mailbox, with its id and parent (see `idle.rs`).
+pub(crate) struct Pending<A> {
+    actor: A,
+    id: ActorId,
+    parent: ActorId,
+}
+
 impl<A: Actor> Guest for A {
     type Cell = Cell<A>;
+    type Pending = Pending<A>;
+
+    fn adopt(p: Pending<A>, sys: Arc<SystemInner>, mbox: &Mbox) -> Cell<A> {
+        let mut ctx = ActorContext::new(sys, p.id);
+        ctx.mailbox = Some(mbox.clone());
+        Cell::new(p.actor, ctx, p.parent)
+    }
+
+    fn pending_id(p: &Pending<A>) -> ActorId {
+        p.id
+    }
 }
 
 impl SystemInner {
     /// Registers `actor` with a mailbox of its own on `pool`.
     ///
     /// 1. A local id and a slot (hint) are reserved.
-    /// 2. The mailbox agent is made and its slot filled with its mbox, so that the actor's
-    ///    bootstrap can already reach itself.
-    /// 3. Its coop is registered on the pool's dispatcher; on failure the slot is freed.
+    /// 2. A parked mailbox for actors of type `A` (see `idle.rs`) is taken if there is
+    ///    one: the slot resolves to it, the actor's cell goes to its hand-off slot and a
+    ///    signal to its queue. Done: no agent, no coop.
+    /// 3. Else the mailbox agent is made and the slot filled with its mbox, so that the
+    ///    actor's bootstrap can already reach itself.
+    /// 4. Its coop is registered on the pool's dispatcher; on failure the slot is freed.
     pub(crate) fn register<A: Actor>(
         &self,
         pool: u32,
         actor: A,
         parent: ActorId,
     ) -> Result<ActorId, RegisterActorError> {
-        let sys = self.arc()?;
-        let id = self.new_id(pool)?;
-        let p = self.pool(pool);
+        let parked = match self.pools.get(pool as usize) {
+            Some(p) => p.idle.take(TypeId::of::<A>()),
+            None => None,
+        };
+        let (actor, id) = match parked {
+            Some(parked) => match self.register_parked(pool, parked, actor, parent)? {
+                Ok(id) => return Ok(id),
+                Err(p) => (p.actor, p.id),
+            },
+            None => (actor, self.new_id(pool)?),
+        };
+        let sys = match self.arc() {
+            Ok(sys) => sys,
+            Err(e) => {
+                self.forget(id);
+                return Err(e);
+            }
+        };
         let cell = Cell::new(actor, ActorContext::new(sys.clone(), id), parent);
+        self.register_fresh(pool, sys, cell)
+    }
+
+    /// Steps 3 and 4 of [`register`](Self::register): `cell`, whose id is reserved, gets
+    /// a mailbox of its own.
+    fn register_fresh<A: Actor>(
+        &self,
+        pool: u32,
+        sys: Arc<SystemInner>,
+        cell: Cell<A>,
+    ) -> Result<ActorId, RegisterActorError> {
+        let id = cell.ctx.self_id;
+        let p = self.pool(pool);
         let agent = MailboxAgent::<A>::new(sys, pool, cell);
         let mut coop = self.env.make_coop();
         coop.set_binder(p.binder.clone());
@@ -428,6 +479,43 @@ impl SystemInner {
                 Err(e.into())
             }
         }
+    }
+
+    /// Step 2 of [`register`](Self::register): `actor` goes to the parked mailbox
+    /// `parked`, its id resolving to it at once. `Ok(Err(pending))` when the mailbox has
+    /// ended meanwhile (the environment stops): the actor, its id reserved, needs a
+    /// mailbox of its own. The mailbox makes the actor's context (`Guest::adopt`): here
+    /// the system's reference count, shared by every thread, would be taken, and dropped
+    /// there.
+    fn register_parked<A: Actor>(
+        &self,
+        pool: u32,
+        parked: Parked,
+        actor: A,
+        parent: ActorId,
+    ) -> Result<Result<ActorId, Pending<A>>, RegisterActorError> {
+        self.env.idle_coops_changed(-1);
+        let mbox = parked.mbox();
+        let id = match self.new_id_with(pool, Some(mbox.clone())) {
+            Ok(id) => id,
+            Err(e) => {
+                let _ = mbox.send_mutable(Delivery::stop());
+                return Err(e);
+            }
+        };
+        let pending = Pending { actor, id, parent };
+        let Some(dock) = parked.as_any().downcast_ref::<Dock<Pending<A>>>() else {
+            return Ok(Err(pending)); // never: the lists are by actor type
+        };
+        if let Err(pending) = dock.put(pending) {
+            return Ok(Err(pending));
+        }
+        let _ = mbox.send(HostSignal);
+        // A stop that began after `new_id`'s check did not see this mailbox.
+        if self.stopping.load(Ordering::Acquire) {
+            let _ = mbox.send_mutable(Delivery::stop());
+        }
+        Ok(Ok(id))
     }
 
     /// An actor for an existing mailbox (`register_with_same_mailbox`); it resolves at

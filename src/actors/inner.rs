@@ -194,6 +194,16 @@ impl SystemInner {
 
     /// A fresh id on `pool`, its slot reserved (resolving to nothing yet).
     pub(super) fn new_id(&self, pool: u32) -> Result<ActorId, RegisterActorError> {
+        self.new_id_with(pool, None)
+    }
+
+    /// [`new_id`](Self::new_id) whose slot resolves to `mbox` at once, if given (one
+    /// taking of the table's lock instead of two).
+    pub(super) fn new_id_with(
+        &self,
+        pool: u32,
+        mbox: Option<Mbox>,
+    ) -> Result<ActorId, RegisterActorError> {
         if self.stopping.load(Ordering::Acquire) {
             return Err(RegisterActorError::ShuttingDown);
         }
@@ -204,7 +214,7 @@ impl SystemInner {
         let local = self.next_local.fetch_add(1, Ordering::Relaxed);
         let hint = p
             .table
-            .reserve(local)
+            .reserve_with(local, mbox)
             .ok_or(RegisterActorError::TableFull)?;
         Ok(ActorId::with_pool(self.node_id, pool, local, hint))
     }

@@ -9,7 +9,17 @@
 //!    local id, and calls its current state function (or `bootstrap`, first).
 //! 3. After the call: actors it registered with the same mailbox are adopted and
 //!    bootstrapped at once; an actor that passed away is dropped; a mailbox left empty
-//!    deregisters its coop.
+//!    parks itself for the next actor of its type (`idle.rs`), or deregisters its coop
+//!    when its pool keeps enough idle mailboxes or the system stops.
+//!
+//! # A parked mailbox's next actor
+//!
+//! `register` takes a parked mailbox of the actor's type, fills the actor's table entry
+//! with it, leaves the actor in the mailbox's dock and sends it a [`HostSignal`]: the
+//! mailbox makes the actor its first one and bootstraps it. Events that
+//! were still queued for the mailbox's earlier actors, or that reach it later through a
+//! route cached before they passed away, carry those actors' local ids, which are never
+//! reused: they match no hosted actor and are not delivered (step 2).
 //!
 //! # Non-delivery of queued events
 //!
@@ -23,6 +33,7 @@
 //! that resolved the id just before still queues the event, which then takes one of the
 //! two paths above.
 
+use std::any::TypeId;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
@@ -32,10 +43,12 @@ use super::delivery::{Delivery, Extra};
 use super::event::EV_POISON;
 use super::handle::EventHandle;
 use super::id::ActorId;
+use super::idle::{Dock, Parked};
 use super::inner::SystemInner;
 use crate::agent::{Agent, Context, DefineError};
 use crate::coop::DeregReason;
 use crate::exception::ExceptionReaction;
+use crate::mbox::Mbox;
 
 /// An actor with its context, type-erased for the mailbox.
 pub(crate) trait Hosted: Send {
@@ -64,7 +77,21 @@ pub(crate) trait Hosted: Send {
 pub(crate) trait Guest: 'static {
     /// The actor with its context.
     type Cell: Hosted + 'static;
+    /// An actor registered with a parked mailbox, before the mailbox made it a cell.
+    type Pending: Send + 'static;
+    /// The cell of `pending`, made by its mailbox (on the pool's thread: the system's and
+    /// the mailbox's reference counts are then taken and dropped on one thread).
+    fn adopt(pending: Self::Pending, sys: Arc<SystemInner>, mbox: &Mbox) -> Self::Cell;
+    /// The id of `pending`.
+    fn pending_id(pending: &Self::Pending) -> ActorId;
 }
+
+/// The signal that gives a parked mailbox its next actor (see `idle.rs`): a signal
+/// (a type of size zero) is sent without an allocation, where a [`Delivery`] took a
+/// message node, allocated by the registering thread and freed by the pool's: with
+/// glibc's allocator the two threads then contend for one arena's lock on every actor
+/// (perf, `ydb_register`: ~30 % of the wall time in futex waits and wakes).
+pub(crate) struct HostSignal;
 
 /// The agent that is a mailbox.
 pub(crate) struct MailboxAgent<A: Guest> {
@@ -76,6 +103,11 @@ pub(crate) struct MailboxAgent<A: Guest> {
     /// Actors registered with the same mailbox (rare).
     others: Vec<Box<dyn Hosted>>,
     reaction: ExceptionReaction,
+    /// Its direct mbox and where `register` leaves its next actor while it is parked
+    /// (made in `define`): what its pool's idle list holds.
+    dock: Option<Arc<Dock<A::Pending>>>,
+    /// Whether it parked itself and no actor came since.
+    parked: bool,
 }
 
 impl<A: Guest> MailboxAgent<A> {
@@ -86,6 +118,8 @@ impl<A: Guest> MailboxAgent<A> {
             pool,
             first: Some(first),
             others: Vec::new(),
+            dock: None,
+            parked: false,
         }
     }
 
@@ -174,7 +208,7 @@ impl<A: Guest> MailboxAgent<A> {
             self.first = None;
         }
         self.adopt(children);
-        self.deregister_if_empty(ctx);
+        self.release_if_empty(ctx);
     }
 
     /// Step 2 and 3 for an actor registered with the same mailbox.
@@ -201,16 +235,49 @@ impl<A: Guest> MailboxAgent<A> {
             self.others.swap_remove(i);
         }
         self.adopt(children);
-        self.deregister_if_empty(ctx);
+        self.release_if_empty(ctx);
         if let Some(t) = start {
             self.sys.pool(self.pool).add_work(t);
         }
     }
 
-    fn deregister_if_empty(&self, ctx: &mut Context<Self>) {
+    /// A mailbox left empty parks itself for the next actor of its type, or
+    /// deregisters (its pool keeps enough, or the system stops).
+    #[inline]
+    fn release_if_empty(&mut self, ctx: &mut Context<Self>) {
         if self.first.is_none() && self.others.is_empty() {
+            self.release(ctx);
+        }
+    }
+
+    #[inline(never)]
+    fn release(&mut self, ctx: &mut Context<Self>) {
+        let parked = match &self.dock {
+            Some(dock) => {
+                let dock: Parked = dock.clone();
+                self.sys.pool(self.pool).idle.park(TypeId::of::<A>(), &dock)
+            }
+            None => false,
+        };
+        if parked {
+            self.parked = true;
+            self.sys.env.idle_coops_changed(1);
+        } else {
             ctx.deregister_coop(DeregReason::Normal);
         }
+    }
+
+    /// [`HostSignal`]: this parked mailbox's next actor waits in its dock.
+    fn adopt_next(&mut self, ctx: &mut Context<Self>) {
+        let Some(dock) = &self.dock else { return };
+        let Some(pending) = dock.take() else { return };
+        let cell = A::adopt(pending, self.sys.clone(), dock.mbox());
+        self.parked = false;
+        debug_assert!(self.first.is_none() && self.others.is_empty());
+        self.reaction = cell.exception_reaction();
+        self.first = Some(cell);
+        self.bootstrap_first();
+        self.release_if_empty(ctx);
     }
 
     /// Adopts actors registered with this mailbox and bootstraps each at once (their own
@@ -267,6 +334,7 @@ impl<A: Guest> Agent for MailboxAgent<A> {
         if let Some(first) = &mut self.first {
             first.set_mailbox(&mbox);
         }
+        self.dock = Some(Arc::new(Dock::new(mbox)));
         if !self.sys.stats_registered() {
             if let Ok(me) = ctx.me() {
                 self.sys.register_stats(&me);
@@ -293,15 +361,34 @@ impl<A: Guest> Agent for MailboxAgent<A> {
                 debug_assert!(d.handle.is_none());
                 std::mem::forget(d);
             })?;
+        ctx.subscribe_self()
+            .event(|a: &mut Self, ctx, _: &HostSignal| a.adopt_next(ctx))?;
         Ok(())
     }
 
     fn on_start(&mut self, ctx: &mut Context<Self>) {
         self.bootstrap_first();
-        self.deregister_if_empty(ctx);
+        self.release_if_empty(ctx);
     }
 
     fn on_finish(&mut self, _ctx: &mut Context<Self>) {
+        // Parked (the environment stops): off the list, so that nobody gives it an actor;
+        // one given just before never runs and leaves the table (`Dock::close`).
+        if self.parked {
+            let idle = &self.sys.pool(self.pool).idle;
+            if self.sys.env.is_shutting_down() {
+                // All of them go: the lists are emptied once, not searched by each.
+                drop(idle.close());
+            } else if let Some(dock) = &self.dock {
+                let dock: Parked = dock.clone();
+                if idle.remove(TypeId::of::<A>(), &dock) {
+                    self.sys.env.idle_coops_changed(-1);
+                }
+            }
+        }
+        if let Some(never_ran) = self.dock.as_ref().and_then(|d| d.close()) {
+            self.sys.forget(A::pending_id(&never_ran));
+        }
         // Children registered by a handler that then panicked were never adopted: their
         // ids leave the table too.
         let mut gone: Vec<Box<dyn Hosted>> = std::mem::take(&mut self.others);

@@ -131,6 +131,7 @@ mod event;
 mod flags;
 mod handle;
 mod id;
+mod idle;
 mod inner;
 mod mailbox;
 mod parse;

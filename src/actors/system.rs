@@ -319,6 +319,15 @@ impl ActorSystem {
             for m in pool.table.mailboxes() {
                 let _ = m.send_mutable(Delivery::stop());
             }
+            let parked = pool.idle.close();
+            if !parked.is_empty() {
+                self.0
+                    .env
+                    .idle_coops_changed(-i64::try_from(parked.len()).unwrap_or(i64::MAX));
+            }
+            for m in parked {
+                let _ = m.mbox().send_mutable(Delivery::stop());
+            }
         }
     }
 

@@ -46,12 +46,13 @@ pub(crate) struct ActorTable {
 impl ActorTable {
     /// Reserves a slot for `local_id`; it resolves to nothing until [`fill`](Self::fill).
     /// `None` when the hints (u32) are exhausted.
-    pub(crate) fn reserve(&self, local_id: u64) -> Option<u32> {
+    /// With `mbox`, the slot resolves to it at once (no [`fill`](Self::fill) needed).
+    pub(crate) fn reserve_with(&self, local_id: u64, mbox: Option<Mbox>) -> Option<u32> {
         let mut s = self.slab.write();
         s.live += 1;
         let slot = Slot {
             local_id,
-            mbox: None,
+            mbox,
             alive: OnceLock::new(),
         };
         if let Some(hint) = s.free.pop() {
@@ -179,7 +180,7 @@ mod tests {
         crate::test_support::within_patience(|| {
             crate::Environment::launch(|env| {
                 let table = ActorTable::default();
-                let hint = table.reserve(1).unwrap();
+                let hint = table.reserve_with(1, None).unwrap();
                 table.fill(hint, 1, env.create_mbox());
                 let (_, alive) = table.resolve(hint, 1).expect("registered");
                 let (_, again) = table.resolve(hint, 1).expect("registered");
@@ -187,14 +188,18 @@ mod tests {
                 assert!(alive.load(Ordering::Acquire));
                 assert!(table.remove(hint, 1));
                 assert!(!alive.load(Ordering::Acquire), "stale once it left");
-                assert_eq!(table.reserve(2), Some(hint), "the hint is reused");
+                assert_eq!(
+                    table.reserve_with(2, None),
+                    Some(hint),
+                    "the hint is reused"
+                );
                 table.fill(hint, 2, env.create_mbox());
                 assert!(table.resolve(hint, 1).is_none(), "the old id misses");
                 let (_, next) = table.resolve(hint, 2).expect("the next actor");
                 assert!(next.load(Ordering::Acquire));
                 assert!(!alive.load(Ordering::Acquire));
                 // Never resolved: removed without a flag to clear.
-                let other = table.reserve(3).unwrap();
+                let other = table.reserve_with(3, None).unwrap();
                 assert!(table.remove(other, 3));
                 assert_eq!(table.live(), 1);
             })

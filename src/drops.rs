@@ -2,7 +2,6 @@
 //! installed: the run-time stats report them, so that a `send` returning `Ok` while a
 //! filter, a limit or a redirect loop drops everything is visible in monitoring.
 
-use crate::environment::handle::{EnvLayer, EnvSide};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use ahash::AHashSet;
@@ -49,14 +48,14 @@ impl DropCounters {
         self.counts[reason as usize].fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Logs a drop through `env`'s error logger if drop logging is on and this is the first
-    /// drop of (`reason`, `agent_type`, `msg_type`); `line` says what happened. Called on
-    /// drop paths only, after [`count`](Self::count).
+    /// Logs a drop through `log` (the environment's error logger) if drop logging is on
+    /// and this is the first drop of (`reason`, `agent_type`, `msg_type`); `line` says
+    /// what happened. Called on drop paths only, after [`count`](Self::count).
     #[cold]
     #[inline(never)]
     pub(crate) fn note(
         &self,
-        env: &crate::environment::handle::Environment,
+        log: impl FnOnce(&str),
         (reason, agent_type, msg_type): DropKey,
         line: impl FnOnce() -> String,
     ) {
@@ -64,14 +63,11 @@ impl DropCounters {
         if !logged.lock().insert((reason, agent_type, msg_type)) {
             return;
         }
-        <EnvLayer as EnvSide>::log_error(
-            &env.0,
-            &format!(
-                "{} (logged once per agent type and message type for this reason; \
+        log(&format!(
+            "{} (logged once per agent type and message type for this reason; \
              `EnvParams::log_drops(false)` turns it off)",
-                line()
-            ),
-        );
+            line()
+        ));
     }
 
     pub(crate) fn snapshot(&self) -> DropCounts {

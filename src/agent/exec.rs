@@ -367,20 +367,24 @@ impl<A: Agent> Inner<A> {
     fn note_no_handler(&self, ty: crate::MessageType) {
         let env = &self.ctx.env;
         let key = (DropReason::NoHandler, std::any::type_name::<A>(), ty.name());
-        env.0.drops.note(env, key, || {
-            let name = env.0.names.get(self.ctx.id);
-            format!(
-                "{}{} of type {} dropped a message of type {}: no handler in its \
+        env.0.drops.note(
+            |line| env.log_error(line),
+            key,
+            || {
+                let name = env.0.names.get(self.ctx.id);
+                format!(
+                    "{}{} of type {} dropped a message of type {}: no handler in its \
                  current state `{}` nor in its parents. A subscription made in the default \
                  state is not seen while the agent is in a state of its own: subscribe in \
                  the state that must handle it, or in a parent of that state",
-                self.ctx.id,
-                name.map(|n| format!(" ({n})")).unwrap_or_default(),
-                key.1,
-                key.2,
-                self.ctx.states.current.name(),
-            )
-        });
+                    self.ctx.id,
+                    name.map(|n| format!(" ({n})")).unwrap_or_default(),
+                    key.1,
+                    key.2,
+                    self.ctx.states.current.name(),
+                )
+            },
+        );
     }
 
     /// Runs `f` under the panic boundary; a panic or an error becomes a [`Failure`] for

@@ -521,7 +521,7 @@ impl Model {
                     .filter(|&j| self.pools[j].spec.priority > spec.priority)
                     .map(|j| {
                         let f = pool_all[j].ls_elapsed.max(0.0).fract();
-                        if f < PART_TOLERANCE || f > 1.0 - PART_TOLERANCE {
+                        if !(PART_TOLERANCE..=1.0 - PART_TOLERANCE).contains(&f) {
                             0.0
                         } else {
                             1.0 - f

@@ -423,6 +423,9 @@ impl ThreadCtl {
     /// Whether this worker is (or becomes) the pool's lending thread.
     fn may_lend(&self, w: &mut WorkerClock) -> bool {
         if !self.limits.has_shared_thread || !self.has_lend.load(Ordering::Relaxed) {
+            // Lending switched off: a worker that held the flag lets it go, so that when
+            // lending comes back any worker may take it (this one may park for long).
+            self.stop_lending(w);
             return false;
         }
         if !w.lending {
@@ -637,5 +640,31 @@ mod tests {
         assert_eq!(ctl.live(), 1);
         assert!(ctl.runs_one());
         assert!(!ctl.enter_blocked(), "one thread: nobody else to answer");
+    }
+
+    /// Lending switched off and on again (the harmonizer gates it by the free cores): the
+    /// worker that was the lending thread lets the flag go when it is switched off, so
+    /// that another worker can become the lending thread when it comes back.
+    #[test]
+    fn the_lending_flag_is_let_go_when_lending_is_switched_off() {
+        let mut limits = ThreadLimits::new(1, 2, 2);
+        limits.has_shared_thread = true;
+        let ctl = ThreadCtl::elastic("p", limits);
+        let (a, b) = (
+            ctl.occupy_free_slot().unwrap(),
+            ctl.occupy_free_slot().unwrap(),
+        );
+        let (mut wa, mut wb) = (ctl.clock(a), ctl.clock(b));
+        ctl.has_lend.store(true, Ordering::Relaxed);
+        assert!(ctl.may_lend(&mut wa), "the first asker lends");
+        assert!(!ctl.may_lend(&mut wb), "one lending thread at a time");
+        ctl.has_lend.store(false, Ordering::Relaxed);
+        assert!(!ctl.may_lend(&mut wa));
+        ctl.has_lend.store(true, Ordering::Relaxed);
+        // Worker `a` parks for long now; `b` asks first.
+        assert!(
+            ctl.may_lend(&mut wb),
+            "the flag was let go: another worker lends"
+        );
     }
 }

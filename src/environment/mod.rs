@@ -101,6 +101,10 @@ pub(crate) struct EnvInner {
     idle_coops: std::sync::atomic::AtomicI64,
     /// `EnvState::init_done`, readable without the lock (set under it).
     init_returned: std::sync::atomic::AtomicBool,
+    /// `EnvState::coops.len()`, readable without the lock (stored under it after each
+    /// change): a mailbox that parks checks the autoshutdown under the lock only when the
+    /// idle coops may be all of them, not at every park.
+    live_coops: std::sync::atomic::AtomicI64,
 }
 
 #[derive(Default)]
@@ -190,6 +194,7 @@ impl Environment {
                 shutting_down: std::sync::atomic::AtomicBool::new(false),
                 idle_coops: std::sync::atomic::AtomicI64::new(0),
                 init_returned: std::sync::atomic::AtomicBool::new(false),
+                live_coops: std::sync::atomic::AtomicI64::new(0),
             }
         }));
         env.0.timers.start().map_err(LaunchError::Spawn)?;
@@ -519,11 +524,22 @@ impl Environment {
             p.add_child(coop)?;
         }
         st.coops.insert(coop);
+        self.mirror_coop_count(&st);
         Ok(())
     }
 
     pub(crate) fn unlink_coop(&self, coop: &CoopInner) {
-        self.0.state.lock().coops.remove(coop);
+        let mut st = self.0.state.lock();
+        st.coops.remove(coop);
+        self.mirror_coop_count(&st);
+    }
+
+    /// Publishes the registry's length to `live_coops` (under the state lock).
+    fn mirror_coop_count(&self, st: &EnvState) {
+        let n = i64::try_from(st.coops.len()).unwrap_or(i64::MAX);
+        self.0
+            .live_coops
+            .store(n, std::sync::atomic::Ordering::SeqCst);
     }
 
     pub(crate) fn schedule_final(&self, coop: Arc<CoopInner>) {
@@ -556,6 +572,7 @@ impl Environment {
     pub(crate) fn unlink_coop_finalized(&self, coop: &CoopInner) {
         let mut st = self.0.state.lock();
         st.coops.remove(coop);
+        self.mirror_coop_count(&st);
         self.after_final(st);
     }
 
@@ -564,10 +581,19 @@ impl Environment {
     /// autoshutdown: it happens when every coop left is idle, as when none is left.
     pub(crate) fn idle_coops_changed(&self, delta: i64) {
         use std::sync::atomic::Ordering::SeqCst;
-        // SeqCst with `launch`'s store of `init_returned` and its check: one of the two
-        // sees the other's write.
-        self.0.idle_coops.fetch_add(delta, SeqCst);
-        if delta > 0 && self.0.autoshutdown && self.0.init_returned.load(SeqCst) {
+        // SeqCst with `launch`'s store of `init_returned` and its check, and with a coop's
+        // unlinking (its store of `live_coops`, then its check of `idle_coops`, under the
+        // lock): of each pair, one sees the other's write, so the last change checks.
+        let idle = self
+            .0
+            .idle_coops
+            .fetch_add(delta, SeqCst)
+            .saturating_add(delta);
+        if delta > 0
+            && self.0.autoshutdown
+            && self.0.init_returned.load(SeqCst)
+            && self.0.live_coops.load(SeqCst) <= idle
+        {
             let st = self.0.state.lock();
             if !st.shutting_down {
                 self.after_final(st);

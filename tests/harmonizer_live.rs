@@ -354,6 +354,7 @@ fn a_slot_s_cpu_and_busy_time_never_go_down_between_samples() {
             after_done = Some(Instant::now());
         }
     }
-    assert!(samples > 10);
+    // At least one sample during the nap and one after it (a loaded machine may give few).
+    assert!(samples >= 3, "{samples} samples");
     wrapped.stop_then_join().unwrap();
 }
